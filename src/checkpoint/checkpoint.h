@@ -1,0 +1,55 @@
+// checkpoint/checkpoint.h — an opened checkpoint: config, shards, tensor
+// inventory and the expert span index.
+//
+// Opening reads only headers (config.json, the index, each shard's safetensors
+// header); no weight byte is read here. Tensor names are stored without the
+// "language_model." prefix; vision tensors are skipped. For each routed expert
+// (layer, e) the span index gives the one contiguous byte range holding its six
+// tensors, in the order w1.packed, w1.scale, w2.packed, w2.scale, w3.packed,
+// w3.scale; offsets always come from the headers, never from base + e*span.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "checkpoint/config.h"
+#include "checkpoint/safetensors.h"
+
+namespace sluice {
+
+struct ExpertSpan {
+  int shard = -1;
+  uint64_t offset = 0;  // absolute offset of w1.weight_packed in the shard file
+  uint64_t length = 0;  // = ModelConfig::expert_span_bytes()
+};
+
+// Offsets of the six parts inside one expert span (relative to the span start).
+struct ExpertLayout {
+  uint64_t w1_packed = 0, w1_scale = 0, w2_packed = 0, w2_scale = 0, w3_packed = 0,
+           w3_scale = 0, total = 0;
+};
+ExpertLayout expert_layout(const ModelConfig& c);
+
+struct Checkpoint {
+  std::string dir;
+  ModelConfig config;
+  std::vector<std::string> shard_paths;  // absolute or dir-relative paths, index order
+  std::vector<uint64_t> shard_sizes;
+  std::unordered_map<std::string, TensorInfo> tensors;  // key: name without "language_model."
+  std::vector<std::vector<ExpertSpan>> experts;          // [layer][expert]; empty for dense layers
+
+  // The tensor called `name` (prefix-free); throws naming the checkpoint if absent.
+  const TensorInfo& tensor(const std::string& name) const;
+  const TensorInfo* find(const std::string& name) const;
+  // Checks dtype and shape; throws naming the tensor and what differs.
+  const TensorInfo& tensor(const std::string& name, DType dtype,
+                           const std::vector<int64_t>& shape) const;
+};
+
+// Opens DIR: config.json, then model.safetensors.index.json (or a single
+// model.safetensors), every shard header, the inventory and the span index.
+// Every problem is an Error naming the file and what is wrong.
+Checkpoint open_checkpoint(const std::string& dir);
+
+}  // namespace sluice

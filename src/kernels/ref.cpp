@@ -1,0 +1,110 @@
+#include "kernels/ref.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/numeric.h"
+
+namespace sluice::ref {
+
+void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y) {
+  for (int r = 0; r < rows; r++) {
+    const uint16_t* w = W + size_t(r) * cols;
+    float acc = 0.0f;
+    for (int c = 0; c < cols; c++) acc += bf16_to_f32(w[c]) * x[c];
+    y[r] = acc;
+  }
+}
+
+void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, float* Y) {
+  for (int t = 0; t < n; t++) matvec_bf16(W, rows, cols, X + size_t(t) * cols, Y + size_t(t) * rows);
+}
+
+void dequant_mxfp4_row(const uint8_t* packed, const uint8_t* scale, int cols, int r, float* out) {
+  const uint8_t* p = packed + size_t(r) * (cols / 2);
+  const uint8_t* s = scale + size_t(r) * (cols / 32);
+  for (int c = 0; c < cols; c++) {
+    uint8_t byte = p[c / 2];
+    uint8_t code = (c & 1) ? (byte >> 4) : (byte & 0x0f);
+    out[c] = kE2M1[code] * e8m0_to_f32(s[c / 32]);
+  }
+}
+
+void matvec_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols, const float* x,
+                  float* y) {
+  for (int r = 0; r < rows; r++) {
+    const uint8_t* p = packed + size_t(r) * (cols / 2);
+    const uint8_t* s = scale + size_t(r) * (cols / 32);
+    float acc = 0.0f;
+    for (int c = 0; c < cols; c++) {
+      uint8_t byte = p[c / 2];
+      uint8_t code = (c & 1) ? (byte >> 4) : (byte & 0x0f);
+      acc += kE2M1[code] * e8m0_to_f32(s[c / 32]) * x[c];
+    }
+    y[r] = acc;
+  }
+}
+
+void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols, const float* X,
+                  int n, float* Y) {
+  for (int t = 0; t < n; t++)
+    matvec_mxfp4(packed, scale, rows, cols, X + size_t(t) * cols, Y + size_t(t) * rows);
+}
+
+float rms_inv(const float* x, int n, float eps) {
+  float ss = 0.0f;
+  for (int i = 0; i < n; i++) ss += x[i] * x[i];
+  return 1.0f / std::sqrt(ss / float(n) + eps);
+}
+
+void rmsnorm(const float* x, const float* w, int n, float eps, float* y) {
+  float r = rms_inv(x, n, eps);
+  for (int i = 0; i < n; i++) y[i] = w[i] * (x[i] * r);
+}
+
+void l2norm(float* x, int n, float eps) {
+  float ss = 0.0f;
+  for (int i = 0; i < n; i++) ss += x[i] * x[i];
+  float scale = 1.0f / std::max(std::sqrt(ss), eps);
+  for (int i = 0; i < n; i++) x[i] *= scale;
+}
+
+void softmax(float* x, int n) {
+  float m = x[0];
+  for (int i = 1; i < n; i++) m = std::max(m, x[i]);
+  float sum = 0.0f;
+  for (int i = 0; i < n; i++) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float silu(float x) { return x * sigmoid(x); }
+
+float situ(float g, float u, float beta, float beta_lin) {
+  float a = (beta * std::tanh(g / beta)) * sigmoid(g);
+  float b = beta_lin * std::tanh(u / beta_lin);
+  return a * b;
+}
+
+void situ_glu(const float* g, const float* u, int n, float beta, float beta_lin, float* out) {
+  for (int i = 0; i < n; i++) out[i] = situ(g[i], u[i], beta, beta_lin);
+}
+
+void causal_conv_silu_step(const float* w, int C, int K, float* hist, const float* x, float* y) {
+  for (int c = 0; c < C; c++) {
+    float acc = 0.0f;
+    for (int j = 0; j < K - 1; j++) acc += w[size_t(c) * K + j] * hist[size_t(j) * C + c];
+    acc += w[size_t(c) * K + K - 1] * x[c];
+    y[c] = silu(acc);
+  }
+  if (K > 1) {
+    std::memmove(hist, hist + C, sizeof(float) * size_t(K - 2) * C);
+    std::memcpy(hist + size_t(K - 2) * C, x, sizeof(float) * C);
+  }
+}
+
+}  // namespace sluice::ref

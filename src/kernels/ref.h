@@ -1,0 +1,48 @@
+// kernels/ref.h — plain scalar reference implementation of every numeric op.
+//
+// These are the definitions: simple loops, FP32 accumulation in a fixed order,
+// no SIMD, no threads. Fast kernels (kernels/fast.h) must agree with them on
+// random inputs (kernels/kernels_test.cpp). Weight matrices are stored
+// [rows = out][cols = in] row-major, as torch nn.Linear; y = W x.
+#pragma once
+#include <cstdint>
+
+namespace sluice::ref {
+
+// y[r] = sum_c W[r,c] x[c], W in bf16.
+void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y);
+// Y[t][r] = sum_c W[r,c] X[t][c] for t < n (X is [n][cols], Y is [n][rows]).
+void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, float* Y);
+
+// MXFP4 (compressed-tensors): packed [rows][cols/2] (element 2i in the low
+// nibble), scale [rows][cols/32] E8M0. cols % 32 == 0.
+void matvec_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols,
+                  const float* x, float* y);
+void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols,
+                  const float* X, int n, float* Y);
+// Dequantizes row r of an MXFP4 matrix into `out` (cols floats). Exact.
+void dequant_mxfp4_row(const uint8_t* packed, const uint8_t* scale, int cols, int r, float* out);
+
+// y = w ⊙ x / sqrt(mean(x²) + eps). y may alias x.
+void rmsnorm(const float* x, const float* w, int n, float eps, float* y);
+// 1 / sqrt(mean(x²) + eps)
+float rms_inv(const float* x, int n, float eps);
+// x ← x / max(||x||₂, eps)   (ggml_l2_norm, what the fixture oracle uses)
+void l2norm(float* x, int n, float eps);
+// x ← softmax(x), max subtracted, FP32.
+void softmax(float* x, int n);
+
+float sigmoid(float x);
+float silu(float x);
+// SiTU-GLU: [β·tanh(g/β)·σ(g)] · [β_lin·tanh(u/β_lin)]
+float situ(float g, float u, float beta, float beta_lin);
+// out[i] = situ(g[i], u[i]) for i < n. out may alias g or u.
+void situ_glu(const float* g, const float* u, int n, float beta, float beta_lin, float* out);
+
+// Depthwise causal conv, one step: for each channel c,
+//   y[c] = silu( sum_{j<K-1} w[c*K+j]·hist[j*C+c] + w[c*K+K-1]·x[c] )
+// where hist holds the previous K-1 inputs, oldest first ([K-1][C]); then the
+// history shifts and x becomes its newest row.
+void causal_conv_silu_step(const float* w, int C, int K, float* hist, const float* x, float* y);
+
+}  // namespace sluice::ref
