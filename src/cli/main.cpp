@@ -1,24 +1,47 @@
 // sluice — run giant sparse MoE models (Kimi K3) by streaming weights from disk.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <memory>
 
 #include "base/error.h"
 #include "cli/commands.h"
 
+namespace sluice::cli {
+
+std::vector<CommandEntry>& command_registry() {
+  static std::vector<CommandEntry> registry;
+  return registry;
+}
+
+Command::Command(std::string name, std::string help, Setup setup) {
+  command_registry().push_back({std::move(name), std::move(help), std::move(setup)});
+}
+
+}  // namespace sluice::cli
+
 int main(int argc, char** argv) {
   CLI::App app{"sluice: exact Kimi K3 inference that streams weights from disk"};
   app.require_subcommand(1);
-  sluice::cli::Action action;
-  sluice::cli::add_run_command(app, &action);
-  sluice::cli::add_logits_command(app, &action);
-  sluice::cli::add_make_model_command(app, &action);
+  std::vector<std::unique_ptr<sluice::cli::Action>> actions;
+  auto& reg = sluice::cli::command_registry();
+  std::sort(reg.begin(), reg.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  sluice::cli::Action chosen;
+  for (auto& entry : reg) {
+    CLI::App* sub = app.add_subcommand(entry.name, entry.help);
+    actions.push_back(std::make_unique<sluice::cli::Action>());
+    sluice::cli::Action* slot = actions.back().get();
+    entry.setup(*sub, slot);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   try {
-    return action ? action() : 0;
+    for (size_t i = 0; i < reg.size(); i++)
+      if (app.got_subcommand(reg[i].name) && *actions[i]) return (*actions[i])();
+    return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice: %s\n", e.what());
     return 1;
