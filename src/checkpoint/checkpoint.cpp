@@ -1,0 +1,177 @@
+#include "checkpoint/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+
+namespace sluice {
+
+namespace {
+
+constexpr const char* kTextPrefix = "language_model.";
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Shard file names in index order (first appearance), from model.safetensors.index.json.
+std::vector<std::string> read_index(const std::string& path, std::map<std::string, std::string>* weight_map) {
+  std::ifstream in(path);
+  if (!in) fail(path, "cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto doc = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) fail(path, "not valid JSON");
+  auto wm = doc.find("weight_map");
+  if (wm == doc.end() || !wm->is_object() || wm->empty()) fail(path, "missing or empty 'weight_map'");
+  std::vector<std::string> shards;
+  for (auto it = wm->begin(); it != wm->end(); ++it) {
+    if (!it->is_string()) fail(path, "weight_map entry '" + it.key() + "' is not a file name");
+    std::string file = it->get<std::string>();
+    if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..")
+      fail(path, "weight_map entry '" + it.key() + "' names an invalid shard file '" + file + "'");
+    (*weight_map)[it.key()] = file;
+    bool known = false;
+    for (const auto& s : shards) known = known || s == file;
+    if (!known) shards.push_back(file);
+  }
+  return shards;
+}
+
+}  // namespace
+
+ExpertLayout expert_layout(const ModelConfig& c) {
+  const uint64_t L = uint64_t(c.routed_expert_hidden_size), I = uint64_t(c.moe_intermediate_size);
+  const uint64_t g = uint64_t(c.mxfp4_group_size);
+  ExpertLayout e;
+  e.w1_packed = 0;
+  e.w1_scale = e.w1_packed + I * (L / 2);
+  e.w2_packed = e.w1_scale + I * (L / g);
+  e.w2_scale = e.w2_packed + L * (I / 2);
+  e.w3_packed = e.w2_scale + L * (I / g);
+  e.w3_scale = e.w3_packed + I * (L / 2);
+  e.total = e.w3_scale + I * (L / g);
+  return e;
+}
+
+const TensorInfo* Checkpoint::find(const std::string& name) const {
+  auto it = tensors.find(name);
+  return it == tensors.end() ? nullptr : &it->second;
+}
+
+const TensorInfo& Checkpoint::tensor(const std::string& name) const {
+  const TensorInfo* t = find(name);
+  if (!t) fail(dir, "missing tensor '" + std::string(kTextPrefix) + name + "'");
+  return *t;
+}
+
+const TensorInfo& Checkpoint::tensor(const std::string& name, DType dtype,
+                                     const std::vector<int64_t>& shape) const {
+  const TensorInfo& t = tensor(name);
+  const std::string where = shard_paths.at(size_t(t.shard));
+  if (t.dtype != dtype)
+    fail(where, "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", expected " + dtype_name(dtype));
+  if (t.shape != shape)
+    fail(where, "tensor '" + t.name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(shape));
+  return t;
+}
+
+Checkpoint open_checkpoint(const std::string& dir) {
+  Checkpoint ck;
+  ck.dir = dir;
+  ck.config = load_model_config(dir);
+  const ModelConfig& c = ck.config;
+
+  // Shards: through the index, or one model.safetensors.
+  std::map<std::string, std::string> weight_map;
+  std::vector<std::string> files;
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  if (file_exists(index_path)) {
+    files = read_index(index_path, &weight_map);
+  } else if (file_exists(dir + "/model.safetensors")) {
+    files = {"model.safetensors"};
+  } else {
+    fail(dir, "no model.safetensors.index.json or model.safetensors");
+  }
+
+  for (size_t s = 0; s < files.size(); s++) {
+    std::string path = dir + "/" + files[s];
+    if (!file_exists(path)) fail(path, "shard listed in the index is missing");
+    ShardHeader h = read_safetensors_header(path);
+    ck.shard_paths.push_back(path);
+    ck.shard_sizes.push_back(h.file_size);
+    for (TensorInfo& t : h.tensors) {
+      if (!weight_map.empty()) {
+        auto wm = weight_map.find(t.name);
+        if (wm == weight_map.end()) fail(path, "tensor '" + t.name + "' is not listed in the index");
+        if (wm->second != files[s])
+          fail(path, "tensor '" + t.name + "' is listed in the index under " + wm->second);
+      }
+      if (starts_with(t.name, "vision_tower.") || starts_with(t.name, "mm_projector.")) continue;
+      std::string key = starts_with(t.name, kTextPrefix) ? t.name.substr(std::strlen(kTextPrefix)) : t.name;
+      t.shard = int(s);
+      if (!ck.tensors.emplace(key, t).second) fail(path, "tensor '" + t.name + "' appears in more than one shard");
+    }
+  }
+  for (const auto& [name, file] : weight_map) {
+    if (starts_with(name, "vision_tower.") || starts_with(name, "mm_projector.")) continue;
+    std::string key = starts_with(name, kTextPrefix) ? name.substr(std::strlen(kTextPrefix)) : name;
+    if (!ck.tensors.count(key)) fail(dir + "/" + file, "tensor '" + name + "' listed in the index is missing");
+  }
+
+  // Expert span index: six tensors per expert, contiguous and in order.
+  const ExpertLayout lay = expert_layout(c);
+  const int64_t L = c.routed_expert_hidden_size, I = c.moe_intermediate_size, g = c.mxfp4_group_size;
+  struct Part {
+    const char* suffix;
+    uint64_t rel;
+    std::vector<int64_t> shape;
+  };
+  const Part parts[6] = {
+      {"w1.weight_packed", lay.w1_packed, {I, L / 2}}, {"w1.weight_scale", lay.w1_scale, {I, L / g}},
+      {"w2.weight_packed", lay.w2_packed, {L, I / 2}}, {"w2.weight_scale", lay.w2_scale, {L, I / g}},
+      {"w3.weight_packed", lay.w3_packed, {I, L / 2}}, {"w3.weight_scale", lay.w3_scale, {I, L / g}},
+  };
+  ck.experts.resize(size_t(c.num_hidden_layers));
+  for (int l = 0; l < c.num_hidden_layers; l++) {
+    if (!c.is_moe_layer(l)) continue;
+    ck.experts[l].resize(size_t(c.num_experts));
+    for (int e = 0; e < c.num_experts; e++) {
+      std::string base = "model.layers." + std::to_string(l) + ".block_sparse_moe.experts." + std::to_string(e) + ".";
+      ExpertSpan span;
+      for (const Part& p : parts) {
+        const TensorInfo& t = ck.tensor(base + p.suffix, DType::U8, p.shape);
+        if (span.shard < 0) {
+          span.shard = t.shard;
+          span.offset = t.offset;
+        }
+        if (t.shard != span.shard || t.offset != span.offset + p.rel)
+          fail(ck.shard_paths[size_t(t.shard)],
+               "expert " + std::to_string(e) + " of layer " + std::to_string(l) +
+                   " is not contiguous: '" + t.name + "' is not where the expert layout puts it "
+                   "(w1.packed, w1.scale, w2.packed, w2.scale, w3.packed, w3.scale back to back)");
+      }
+      span.length = lay.total;
+      ck.experts[l][e] = span;
+    }
+  }
+  return ck;
+}
+
+}  // namespace sluice

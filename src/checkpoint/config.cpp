@@ -1,0 +1,264 @@
+#include "checkpoint/config.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace sluice {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Field readers: each names the config file and the field when something is off.
+struct Reader {
+  const json& obj;
+  std::string where;   // file name
+  std::string prefix;  // e.g. "text_config."
+
+  const json& get(const char* key) const {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) fail(where, "missing field '" + prefix + key + "'");
+    return *it;
+  }
+  bool has(const char* key) const {
+    auto it = obj.find(key);
+    return it != obj.end() && !it->is_null();
+  }
+  int integer(const char* key) const {
+    const json& v = get(key);
+    if (!v.is_number_integer()) fail(where, "field '" + prefix + key + "' must be an integer");
+    int64_t x = v.get<int64_t>();
+    if (x < INT32_MIN || x > INT32_MAX) fail(where, "field '" + prefix + key + "' is out of range");
+    return int(x);
+  }
+  int positive(const char* key) const {
+    int x = integer(key);
+    if (x <= 0) fail(where, "field '" + prefix + key + "' must be positive, got " + std::to_string(x));
+    return x;
+  }
+  float number(const char* key) const {
+    const json& v = get(key);
+    if (!v.is_number()) fail(where, "field '" + prefix + key + "' must be a number");
+    return v.get<float>();
+  }
+  float number_or(const char* key, float dflt) const { return has(key) ? number(key) : dflt; }
+  bool boolean(const char* key) const {
+    const json& v = get(key);
+    if (!v.is_boolean()) fail(where, "field '" + prefix + key + "' must be true or false");
+    return v.get<bool>();
+  }
+  std::string string(const char* key) const {
+    const json& v = get(key);
+    if (!v.is_string()) fail(where, "field '" + prefix + key + "' must be a string");
+    return v.get<std::string>();
+  }
+  std::vector<int> int_list(const char* key) const {
+    const json& v = get(key);
+    if (!v.is_array()) fail(where, "field '" + prefix + key + "' must be a list of integers");
+    std::vector<int> out;
+    for (const json& e : v) {
+      if (!e.is_number_integer()) fail(where, "field '" + prefix + key + "' must be a list of integers");
+      out.push_back(e.get<int>());
+    }
+    return out;
+  }
+  Reader sub(const char* key) const {
+    const json& v = get(key);
+    if (!v.is_object()) fail(where, "field '" + prefix + key + "' must be an object");
+    return Reader{v, where, prefix + key + "."};
+  }
+  void expect(bool ok, const std::string& what) const {
+    if (!ok) fail(where, what);
+  }
+};
+
+void check_quantization(const Reader& q, ModelConfig& c) {
+  std::string method = q.string("quant_method");
+  q.expect(method == "compressed-tensors",
+           "unsupported quantization_config.quant_method '" + method + "' (expected compressed-tensors)");
+  std::string format = q.string("format");
+  q.expect(format == "mxfp4-pack-quantized",
+           "unsupported quantization_config.format '" + format + "' (expected mxfp4-pack-quantized)");
+  // The group size comes from the first config group that quantizes weights.
+  if (q.has("config_groups")) {
+    Reader groups = q.sub("config_groups");
+    for (auto it = groups.obj.begin(); it != groups.obj.end(); ++it) {
+      if (!it->is_object()) continue;
+      auto w = it->find("weights");
+      if (w == it->end() || !w->is_object()) continue;
+      Reader wr{*w, q.where, groups.prefix + it.key() + ".weights."};
+      int bits = wr.integer("num_bits");
+      wr.expect(bits == 4, "unsupported " + wr.prefix + "num_bits " + std::to_string(bits) + " (MXFP4 has 4)");
+      std::string type = wr.string("type");
+      wr.expect(type == "float", "unsupported " + wr.prefix + "type '" + type + "' (MXFP4 is float)");
+      c.mxfp4_group_size = wr.positive("group_size");
+      wr.expect(c.mxfp4_group_size == 32,
+                "unsupported " + wr.prefix + "group_size " + std::to_string(c.mxfp4_group_size) +
+                    " (MXFP4 blocks are 32)");
+      if (it->contains("input_activations") && !(*it)["input_activations"].is_null())
+        q.expect(false, "quantized input activations are not supported (" + groups.prefix + it.key() +
+                            ".input_activations must be null)");
+    }
+  }
+}
+
+}  // namespace
+
+uint64_t ModelConfig::expert_span_bytes() const {
+  uint64_t L = uint64_t(routed_expert_hidden_size), I = uint64_t(moe_intermediate_size);
+  uint64_t g = uint64_t(mxfp4_group_size);
+  // w1, w3: [I, L]; w2: [L, I]; each packed (cols/2 bytes per row) + scales (cols/g per row).
+  return 2 * (I * (L / 2) + I * (L / g)) + (L * (I / 2) + L * (I / g));
+}
+
+bool ModelConfig::is_full_k3() const {
+  return hidden_size == 7168 && num_hidden_layers == 93 && vocab_size == 163840 &&
+         num_attention_heads == 96 && kda_num_heads == 96 && kda_head_dim == 128 &&
+         num_experts == 896 && num_experts_per_token == 16 && routed_expert_hidden_size == 3584 &&
+         moe_intermediate_size == 3072 && intermediate_size == 33792 && attn_res_block_size == 12;
+}
+
+ModelConfig parse_model_config(const json& doc, const std::string& where) {
+  if (!doc.is_object()) fail(where, "config must be a JSON object");
+  Reader root{doc, where, ""};
+  const Reader t = [&] {
+    if (!root.has("text_config")) return root;
+    std::string mt = root.has("model_type") ? root.string("model_type") : "";
+    root.expect(mt == "kimi_k3", "model_type '" + mt + "' with a text_config is not supported (expected kimi_k3)");
+    return root.sub("text_config");
+  }();
+  std::string mt = t.string("model_type");
+  t.expect(mt == "kimi_linear" || mt == "kimi_k3",
+           "unsupported " + t.prefix + "model_type '" + mt + "' (expected kimi_linear)");
+
+  ModelConfig c;
+  c.vocab_size = t.positive("vocab_size");
+  c.hidden_size = t.positive("hidden_size");
+  c.num_hidden_layers = t.positive("num_hidden_layers");
+  c.rms_norm_eps = t.number("rms_norm_eps");
+  t.expect(c.rms_norm_eps > 0 && c.rms_norm_eps < 1, "field '" + t.prefix + "rms_norm_eps' must be in (0, 1)");
+  c.mla_latent_norm_eps = c.rms_norm_eps;
+  c.attn_res_block_size = t.positive("attn_res_block_size");
+  c.max_position_embeddings = t.has("max_position_embeddings") ? t.positive("max_position_embeddings") : 0;
+  for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
+    int v = t.has(k) ? t.integer(k) : root.has(k) ? root.integer(k) : -1;
+    if (v >= c.vocab_size) fail(where, std::string("field '") + t.prefix + k + "' is outside the vocabulary");
+    if (root.has(k) && t.has(k) && root.integer(k) != t.integer(k))
+      fail(where, std::string("field '") + k + "' differs between the root and text_config");
+    (k[0] == 'b' ? c.bos_token_id : k[0] == 'e' ? c.eos_token_id : c.pad_token_id) = v;
+  }
+
+  std::string act = t.string("hidden_act");
+  t.expect(act == "situ", "unsupported " + t.prefix + "hidden_act '" + act + "' (only situ)");
+  c.situ_beta = t.number_or("activation_situ_beta", 4.0f);
+  c.situ_linear_beta = t.number_or("activation_situ_linear_beta", 25.0f);
+  t.expect(c.situ_beta > 0 && c.situ_linear_beta > 0, "SiTU betas must be positive");
+
+  c.intermediate_size = t.positive("intermediate_size");
+  c.first_k_dense_replace = t.integer("first_k_dense_replace");
+  t.expect(c.first_k_dense_replace >= 0 && c.first_k_dense_replace <= c.num_hidden_layers,
+           "field '" + t.prefix + "first_k_dense_replace' must be in [0, num_hidden_layers]");
+  if (t.has("moe_layer_freq"))
+    t.expect(t.integer("moe_layer_freq") == 1, "unsupported " + t.prefix + "moe_layer_freq (only 1)");
+
+  // MLA.
+  c.num_attention_heads = t.positive("num_attention_heads");
+  if (t.has("num_key_value_heads"))
+    t.expect(t.integer("num_key_value_heads") == c.num_attention_heads,
+             "num_key_value_heads must equal num_attention_heads (MLA has no GQA)");
+  c.q_lora_rank = t.positive("q_lora_rank");
+  c.kv_lora_rank = t.positive("kv_lora_rank");
+  c.qk_nope_head_dim = t.positive("qk_nope_head_dim");
+  c.qk_rope_head_dim = t.integer("qk_rope_head_dim");
+  t.expect(c.qk_rope_head_dim >= 0, "field '" + t.prefix + "qk_rope_head_dim' must be >= 0");
+  c.v_head_dim = t.positive("v_head_dim");
+  if (t.has("mla_use_nope"))
+    t.expect(t.boolean("mla_use_nope"), "unsupported mla_use_nope = false (K3 applies no RoPE)");
+  if (t.has("mla_use_output_gate"))
+    t.expect(t.boolean("mla_use_output_gate"), "unsupported mla_use_output_gate = false");
+
+  // KDA.
+  Reader la = t.sub("linear_attn_config");
+  c.kda_num_heads = la.positive("num_heads");
+  c.kda_head_dim = la.positive("head_dim");
+  c.kda_conv_kernel = la.positive("short_conv_kernel_size");
+  c.kda_gate_lower_bound = la.number("gate_lower_bound");
+  la.expect(c.kda_gate_lower_bound < 0, "field '" + la.prefix + "gate_lower_bound' must be negative");
+  if (la.has("use_full_rank_gate"))
+    la.expect(la.boolean("use_full_rank_gate"), "unsupported use_full_rank_gate = false");
+
+  // Layer schedule: two 1-based lists that must partition 1..L.
+  std::vector<int> kda = la.int_list("kda_layers"), mla = la.int_list("full_attn_layers");
+  c.layer_kind.assign(c.num_hidden_layers, LayerKind::KDA);
+  std::vector<int> seen(c.num_hidden_layers, 0);
+  for (auto [list, kind, name] : {std::tuple{&kda, LayerKind::KDA, "kda_layers"},
+                                  std::tuple{&mla, LayerKind::MLA, "full_attn_layers"}}) {
+    for (int id : *list) {
+      if (id < 1 || id > c.num_hidden_layers)
+        fail(where, "inconsistent schedule: " + la.prefix + name + " holds layer " + std::to_string(id) +
+                        " outside 1.." + std::to_string(c.num_hidden_layers));
+      if (seen[id - 1]++)
+        fail(where, "inconsistent schedule: layer " + std::to_string(id) + " is listed twice");
+      c.layer_kind[id - 1] = kind;
+    }
+  }
+  for (int l = 0; l < c.num_hidden_layers; l++)
+    if (!seen[l])
+      fail(where, "inconsistent schedule: layer " + std::to_string(l + 1) +
+                      " is in neither kda_layers nor full_attn_layers");
+
+  // MoE.
+  bool any_moe = c.first_k_dense_replace < c.num_hidden_layers;
+  c.num_experts = t.has("num_experts") ? t.integer("num_experts") : 0;
+  c.num_experts_per_token = t.has("num_experts_per_token") ? t.integer("num_experts_per_token") : 0;
+  if (any_moe) {
+    c.num_experts = t.positive("num_experts");
+    c.num_experts_per_token = t.positive("num_experts_per_token");
+    t.expect(c.num_experts_per_token <= c.num_experts, "num_experts_per_token exceeds num_experts");
+    c.num_shared_experts = t.integer("num_shared_experts");
+    t.expect(c.num_shared_experts >= 0, "field '" + t.prefix + "num_shared_experts' must be >= 0");
+    c.moe_intermediate_size = t.positive("moe_intermediate_size");
+    c.routed_expert_hidden_size = t.positive("routed_expert_hidden_size");
+    c.routed_scaling_factor = t.number_or("routed_scaling_factor", 1.0f);
+    if (t.has("moe_router_activation_func")) {
+      std::string f = t.string("moe_router_activation_func");
+      t.expect(f == "sigmoid", "unsupported moe_router_activation_func '" + f + "' (only sigmoid)");
+    }
+    if (t.has("topk_method")) {
+      std::string m = t.string("topk_method");
+      t.expect(m == "noaux_tc", "unsupported topk_method '" + m + "' (only noaux_tc)");
+    }
+    if (t.has("num_expert_group"))
+      t.expect(t.integer("num_expert_group") == 1, "unsupported num_expert_group (only 1)");
+    if (t.has("topk_group")) t.expect(t.integer("topk_group") == 1, "unsupported topk_group (only 1)");
+    if (t.has("moe_renormalize")) t.expect(t.boolean("moe_renormalize"), "unsupported moe_renormalize = false");
+    if (t.has("latent_moe_use_norm"))
+      t.expect(t.boolean("latent_moe_use_norm"), "unsupported latent_moe_use_norm = false");
+    if (t.has("quantization_config")) check_quantization(t.sub("quantization_config"), c);
+    else if (root.has("quantization_config")) check_quantization(root.sub("quantization_config"), c);
+    t.expect(c.routed_expert_hidden_size % c.mxfp4_group_size == 0 &&
+                 c.moe_intermediate_size % c.mxfp4_group_size == 0,
+             "routed_expert_hidden_size and moe_intermediate_size must be multiples of the MXFP4 group (32)");
+  }
+  if (t.has("num_nextn_predict_layers"))
+    t.expect(t.integer("num_nextn_predict_layers") == 0, "MTP heads (num_nextn_predict_layers > 0) are not supported");
+  if (t.has("tie_word_embeddings"))
+    t.expect(!t.boolean("tie_word_embeddings"), "tied word embeddings are not supported (K3 does not tie)");
+  return c;
+}
+
+ModelConfig load_model_config(const std::string& model_dir) {
+  std::string path = model_dir + "/config.json";
+  std::ifstream in(path);
+  if (!in) fail(path, "cannot open (is this a model directory?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json doc = json::parse(ss.str(), nullptr, false);
+  if (doc.is_discarded()) fail(path, "not valid JSON");
+  return parse_model_config(doc, path);
+}
+
+}  // namespace sluice

@@ -1,0 +1,55 @@
+#include "engine/session.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace sluice {
+
+Session::Session(Model& model) : model_(model), state_(SequenceState::create(model.config())) {}
+
+const std::vector<float>& Session::prefill(std::span<const int> tokens) {
+  forward(model_, state_, tokens, Logits::Last, &logits_);
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  return logits_;
+}
+
+const std::vector<float>& Session::prefill_all(std::span<const int> tokens) {
+  forward(model_, state_, tokens, Logits::All, &logits_);
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  return logits_;
+}
+
+const std::vector<float>& Session::step(int token) {
+  const int one[1] = {token};
+  return prefill(one);
+}
+
+void Session::reset() {
+  state_.reset();
+  tokens_.clear();
+}
+
+void Session::restore(const Snapshot& s) {
+  state_ = s.state;
+  tokens_ = s.tokens;
+}
+
+int argmax(std::span<const float> logits) {
+  return int(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+std::vector<int> generate_greedy(Session& s, std::span<const int> prompt, int max_new, std::span<const int> stop) {
+  std::vector<int> out;
+  if (max_new <= 0) return out;
+  if (prompt.empty()) fail("generate", "empty prompt");
+  int next = argmax(s.prefill(prompt));
+  for (;;) {
+    out.push_back(next);
+    if (int(out.size()) >= max_new || std::find(stop.begin(), stop.end(), next) != stop.end()) break;
+    next = argmax(s.step(next));
+  }
+  return out;
+}
+
+}  // namespace sluice

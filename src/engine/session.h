@@ -1,0 +1,51 @@
+// engine/session.h — one conversation with a model: its tokens and its state.
+//
+// A Session owns a SequenceState and the token history that produced it.
+// prefill() runs a whole prompt chunk at once, step() one token; both return
+// the logits of the last position. snapshot()/restore() make a cheap rollback
+// point (the state is a value). Greedy generation lives here too; sampling
+// and stop rules are in engine/sampler.h.
+#pragma once
+#include <span>
+#include <vector>
+
+#include "k3/model.h"
+
+namespace sluice {
+
+class Session {
+ public:
+  explicit Session(Model& model);
+
+  // Feeds tokens as one chunk; returns the logits [V] of the last one.
+  const std::vector<float>& prefill(std::span<const int> tokens);
+  // Feeds tokens as one chunk; returns the logits [T][V] of every position.
+  const std::vector<float>& prefill_all(std::span<const int> tokens);
+  // Feeds one token; returns its logits [V].
+  const std::vector<float>& step(int token);
+
+  void reset();
+  const std::vector<int>& tokens() const { return tokens_; }
+  const SequenceState& state() const { return state_; }
+  Model& model() { return model_; }
+
+  struct Snapshot {
+    SequenceState state;
+    std::vector<int> tokens;
+  };
+  Snapshot snapshot() const { return {state_, tokens_}; }
+  void restore(const Snapshot& s);
+
+ private:
+  Model& model_;
+  SequenceState state_;
+  std::vector<int> tokens_;
+  std::vector<float> logits_;
+};
+
+int argmax(std::span<const float> logits);
+
+// Greedy continuation of `prompt`: up to max_new tokens, stopping after any id in `stop`.
+std::vector<int> generate_greedy(Session& s, std::span<const int> prompt, int max_new, std::span<const int> stop = {});
+
+}  // namespace sluice

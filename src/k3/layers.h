@@ -1,0 +1,37 @@
+// k3/layers.h — the sublayers of one K3 layer, each over a chunk of T tokens.
+//
+// Inputs and outputs are row-major [T][width] FP32 arrays. Read model.cpp
+// first: it strings these together in the order of spec §3.1.
+#pragma once
+#include <span>
+#include <vector>
+
+#include "checkpoint/config.h"
+#include "k3/experts.h"
+#include "k3/state.h"
+#include "k3/weights.h"
+
+namespace sluice {
+
+// AttnRes (spec §3.2): out[t] = Σ_j softmax_j(u · rmsnorm(src_j[t])) · src_j[t].
+void attn_res(std::span<const float* const> sources, const float* u, int T, int H, float eps, float* out);
+
+// KDA (spec §3.3): x [T][H] normed input -> out [T][H]; advances S and the conv history.
+void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, const float* x, int T, float* out);
+
+// Gated NoPE MLA (spec §3.4), absorbed form: appends T positions to the cache.
+void mla_forward(const ModelConfig& c, const MlaWeights& w, MlaLayerCache& cache, const float* x, int T, float* out);
+
+// Dense SiTU FFN (spec §3.5).
+void dense_forward(const ModelConfig& c, const DenseWeights& w, const float* y, int T, float* out);
+
+// Latent MoE (spec §3.6). Routed experts come from `experts`; `chosen` gets
+// [T][top-k] expert ids in descending biased score when not null.
+void moe_forward(const ModelConfig& c, const MoeWeights& w, int layer, ExpertSource& experts, const float* y,
+                 int T, float* out, std::vector<int>* chosen);
+
+// Router selection for one token: the top-k ids by biased score s' = σ(logit)+bias
+// (ties: smaller id first), in descending s', and their renormalized unbiased weights.
+void route_token(const float* logits, const float* bias, int E, int k, float scaling, int* ids, float* weights);
+
+}  // namespace sluice

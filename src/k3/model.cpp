@@ -1,0 +1,109 @@
+// k3/model.cpp — the whole K3 forward pass, top to bottom (spec §3.1).
+//
+// Per position the model carries P, the running partial sum, and B, the list
+// of sealed blocks. A layer l:
+//   a_in = B empty ? P : AttnRes(B ++ [P]; u_attn)
+//   seal when l % block == 0: B += [P], and P restarts from the attention output
+//   P    = (sealed ? 0 : P) + Attention(RMSNorm(a_in))      KDA or MLA
+//   m_in = AttnRes(B ++ [P]; u_mlp)
+//   P    = P + FFN(RMSNorm(m_in))                          dense (l < first_k) or latent MoE
+// and at the end logits = lm_head · RMSNorm(AttnRes(B ++ [P]; u_out)).
+#include "k3/model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/numeric.h"
+#include "k3/layers.h"
+#include "kernels/fast.h"
+#include "kernels/ref.h"
+
+namespace sluice {
+
+std::unique_ptr<Model> open_model(const std::string& dir) {
+  auto m = std::make_unique<Model>();
+  m->ck = open_checkpoint(dir);
+  m->globals = load_global_weights(m->ck);
+  for (int l = 0; l < m->ck.config.num_hidden_layers; l++) m->layers.push_back(load_layer_weights(m->ck, l));
+  m->experts = make_pread_expert_source(m->ck);
+  return m;
+}
+
+namespace {
+
+void rmsnorm_rows(const float* x, const std::vector<float>& w, int T, int H, float eps, float* y) {
+  for (int t = 0; t < T; t++) ref::rmsnorm(x + size_t(t) * H, w.data(), H, eps, y + size_t(t) * H);
+}
+
+}  // namespace
+
+void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits which, std::vector<float>* logits,
+             ForwardTrace* trace) {
+  const ModelConfig& c = m.config();
+  const int T = int(tokens.size()), H = c.hidden_size, V = c.vocab_size;
+  if (T == 0) fail("forward", "no tokens");
+  for (int tok : tokens)
+    if (tok < 0 || tok >= V) fail("forward", "token id " + std::to_string(tok) + " is outside the vocabulary");
+  const size_t TH = size_t(T) * H;
+
+  // P starts as the embedding rows.
+  std::vector<float> P(TH);
+  for (int t = 0; t < T; t++) {
+    const uint16_t* row = m.globals.embed.w + size_t(tokens[t]) * H;
+    for (int i = 0; i < H; i++) P[size_t(t) * H + i] = bf16_to_f32(row[i]);
+  }
+  std::vector<std::vector<float>> blocks;  // B: sealed blocks, each [T][H]
+  std::vector<float> mixed(TH), normed(TH), sub(TH);
+  std::vector<const float*> sources;
+  auto mix = [&](const std::vector<float>& u, float* out) {
+    sources.clear();
+    for (const auto& b : blocks) sources.push_back(b.data());
+    sources.push_back(P.data());
+    attn_res(sources, u.data(), T, H, c.rms_norm_eps, out);
+  };
+  if (trace) {
+    trace->hidden.assign(size_t(c.num_hidden_layers) * TH, 0.0f);
+    trace->experts.clear();
+  }
+
+  for (int l = 0; l < c.num_hidden_layers; l++) {
+    const LayerWeights& w = m.layers[size_t(l)];
+    // Attention sub-block.
+    if (blocks.empty()) mixed = P;
+    else mix(w.u_attn, mixed.data());
+    const bool seal = l % c.attn_res_block_size == 0;
+    rmsnorm_rows(mixed.data(), w.input_norm, T, H, c.rms_norm_eps, normed.data());
+    if (c.is_kda_layer(l)) kda_forward(c, w.kda, st.kda[size_t(l)], normed.data(), T, sub.data());
+    else mla_forward(c, w.mla, st.mla[size_t(l)], normed.data(), T, sub.data());
+    if (seal) {
+      blocks.push_back(P);
+      P = sub;
+    } else {
+      for (size_t i = 0; i < TH; i++) P[i] += sub[i];
+    }
+    // FFN sub-block.
+    mix(w.u_mlp, mixed.data());
+    rmsnorm_rows(mixed.data(), w.post_norm, T, H, c.rms_norm_eps, normed.data());
+    if (c.is_moe_layer(l)) {
+      std::vector<int> chosen;
+      moe_forward(c, w.moe, l, *m.experts, normed.data(), T, sub.data(), trace ? &chosen : nullptr);
+      if (trace) trace->experts.insert(trace->experts.end(), chosen.begin(), chosen.end());
+    } else {
+      dense_forward(c, w.dense, normed.data(), T, sub.data());
+    }
+    for (size_t i = 0; i < TH; i++) P[i] += sub[i];
+    if (trace) std::copy(P.begin(), P.end(), trace->hidden.begin() + ptrdiff_t(size_t(l) * TH));
+  }
+  st.pos += T;
+
+  if (which == Logits::None || !logits) return;
+  const int first = which == Logits::All ? 0 : T - 1;
+  const int n = T - first;
+  mix(m.globals.u_out, mixed.data());
+  rmsnorm_rows(mixed.data() + size_t(first) * H, m.globals.final_norm, n, H, c.rms_norm_eps, normed.data());
+  logits->resize(size_t(n) * V);
+  fast::matmul_bf16(m.globals.lm_head.w, V, H, normed.data(), n, logits->data());
+}
+
+}  // namespace sluice

@@ -1,0 +1,132 @@
+// Latent MoE (spec §3.6) and the dense SiTU FFN (§3.5).
+//
+// Router in FP32: s = σ(W_r y), selection by s + bias (bias for selection
+// only), weights = the chosen unbiased s renormalized. Routed experts compute
+// in the latent space ℓ = W_rdown y; their outputs are combined per token in
+// ascending expert id (a fixed order, so results never depend on the order in
+// which expert bytes arrive), then RMSNorm'ed, projected up, and added to the
+// shared experts' output. A chunk reads each needed expert once and runs all
+// of its tokens through it (expert-major).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "k3/layers.h"
+#include "kernels/fast.h"
+#include "kernels/ref.h"
+
+namespace sluice {
+
+namespace {
+
+// out = down · SiTU(gate · y, up · y) for T rows.
+void situ_mlp(const ModelConfig& c, const Bf16Matrix& gate, const Bf16Matrix& up, const Bf16Matrix& down,
+              const float* y, int T, float* out) {
+  const int I = gate.rows, H = gate.cols;
+  std::vector<float> g(size_t(T) * I), u(size_t(T) * I);
+  fast::matmul_bf16(gate.w, I, H, y, T, g.data());
+  fast::matmul_bf16(up.w, I, H, y, T, u.data());
+  ref::situ_glu(g.data(), u.data(), T * I, c.situ_beta, c.situ_linear_beta, g.data());
+  fast::matmul_bf16(down.w, down.rows, I, g.data(), T, out);
+}
+
+}  // namespace
+
+void dense_forward(const ModelConfig& c, const DenseWeights& w, const float* y, int T, float* out) {
+  situ_mlp(c, w.gate, w.up, w.down, y, T, out);
+}
+
+void route_token(const float* logits, const float* bias, int E, int k, float scaling, int* ids, float* weights) {
+  std::vector<float> s(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
+  for (int e = 0; e < E; e++) {
+    s[size_t(e)] = ref::sigmoid(logits[e]);
+    biased[size_t(e)] = s[size_t(e)] + bias[e];
+  }
+  std::vector<int> order(static_cast<size_t>(E));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    if (biased[size_t(a)] != biased[size_t(b)]) return biased[size_t(a)] > biased[size_t(b)];
+    return a < b;
+  });
+  float sum = 0.0f;
+  for (int i = 0; i < k; i++) sum += s[size_t(order[size_t(i)])];
+  // The fixture oracle clamps the denominator at 6.1e-5 (HF adds 1e-20); equal for any real sum.
+  sum = std::max(sum, 6.103515625e-5f);
+  for (int i = 0; i < k; i++) {
+    ids[i] = order[size_t(i)];
+    weights[i] = s[size_t(order[size_t(i)])] / sum * scaling;
+  }
+}
+
+void moe_forward(const ModelConfig& c, const MoeWeights& w, int layer, ExpertSource& experts, const float* y, int T,
+                 float* out, std::vector<int>* chosen) {
+  const int H = c.hidden_size, E = c.num_experts, K = c.num_experts_per_token;
+  const int LAT = c.routed_expert_hidden_size, I = c.moe_intermediate_size;
+
+  // Router, selection, weights.
+  std::vector<float> logits(size_t(T) * E);
+  fast::matmul_bf16(w.router.w, E, H, y, T, logits.data());
+  std::vector<int> ids(size_t(T) * K);
+  std::vector<float> weights(size_t(T) * K);
+  for (int t = 0; t < T; t++)
+    route_token(logits.data() + size_t(t) * E, w.bias.data(), E, K, c.routed_scaling_factor,
+                ids.data() + size_t(t) * K, weights.data() + size_t(t) * K);
+  if (chosen) *chosen = ids;
+
+  std::vector<float> lat(size_t(T) * LAT);
+  fast::matmul_bf16(w.rdown.w, LAT, H, y, T, lat.data());
+
+  // Expert-major: which (token, slot) pairs each needed expert serves.
+  std::map<int, std::vector<int>> users;  // expert -> t*K + slot, ascending expert id
+  for (int i = 0; i < T * K; i++) users[ids[size_t(i)]].push_back(i);
+  std::vector<int> needed;
+  for (const auto& [e, _] : users) needed.push_back(e);
+
+  std::vector<float> expert_out(size_t(T) * K * LAT);  // [t][slot][LAT]
+  const ExpertLayout lay = expert_layout(c);
+  std::vector<float> xin, g, u, o;
+  experts.fetch(layer, needed, [&](size_t i, const uint8_t* span) {
+    const std::vector<int>& who = users[needed[i]];
+    const int n = int(who.size());
+    xin.resize(size_t(n) * LAT);
+    g.resize(size_t(n) * I);
+    u.resize(size_t(n) * I);
+    o.resize(size_t(n) * LAT);
+    for (int r = 0; r < n; r++)
+      std::copy_n(lat.data() + size_t(who[size_t(r)] / K) * LAT, LAT, xin.data() + size_t(r) * LAT);
+    fast::matmul_mxfp4(span + lay.w1_packed, span + lay.w1_scale, I, LAT, xin.data(), n, g.data());
+    fast::matmul_mxfp4(span + lay.w3_packed, span + lay.w3_scale, I, LAT, xin.data(), n, u.data());
+    ref::situ_glu(g.data(), u.data(), n * I, c.situ_beta, c.situ_linear_beta, g.data());
+    fast::matmul_mxfp4(span + lay.w2_packed, span + lay.w2_scale, LAT, I, g.data(), n, o.data());
+    for (int r = 0; r < n; r++)
+      std::copy_n(o.data() + size_t(r) * LAT, LAT, expert_out.data() + size_t(who[size_t(r)]) * LAT);
+  });
+
+  // Combine in ascending expert id, latent norm, up projection.
+  std::vector<float> comb(size_t(T) * LAT, 0.0f);
+  std::vector<int> slot_order(static_cast<size_t>(K));
+  for (int t = 0; t < T; t++) {
+    const int* tid = ids.data() + size_t(t) * K;
+    std::iota(slot_order.begin(), slot_order.end(), 0);
+    std::sort(slot_order.begin(), slot_order.end(), [&](int a, int b) { return tid[a] < tid[b]; });
+    float* r = comb.data() + size_t(t) * LAT;
+    for (int s : slot_order) {
+      const float wt = weights[size_t(t) * K + s];
+      const float* eo = expert_out.data() + (size_t(t) * K + s) * LAT;
+      for (int j = 0; j < LAT; j++) r[j] += wt * eo[j];
+    }
+    ref::rmsnorm(r, w.rnorm.data(), LAT, c.rms_norm_eps, r);
+  }
+  fast::matmul_bf16(w.rup.w, H, LAT, comb.data(), T, out);
+
+  if (c.num_shared_experts > 0) {
+    std::vector<float> sh(size_t(T) * H);
+    situ_mlp(c, w.sh_gate, w.sh_up, w.sh_down, y, T, sh.data());
+    for (size_t i = 0; i < sh.size(); i++) out[i] += sh[i];
+  }
+}
+
+}  // namespace sluice

@@ -1,0 +1,37 @@
+// k3/state.h — everything one sequence carries between forward calls.
+//
+// Only two things cross positions in K3 (spec §3.8, §5): each KDA layer's
+// recurrent state S and short-conv history, and each MLA layer's latent cache
+// (c' after kv_a_layernorm, and the raw k_pe, per position). AttnRes state is
+// rebuilt per position and never stored. A SequenceState is a plain value:
+// copying it is a snapshot, assigning it back is a rollback.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "checkpoint/config.h"
+
+namespace sluice {
+
+struct KdaLayerState {
+  std::vector<float> S;     // [NH][D key i][D value j], FP32, starts at zero
+  std::vector<float> conv;  // [3 (q,k,v)][K-1][C] previous pre-conv projections, oldest first
+};
+
+struct MlaLayerCache {
+  std::vector<float> kv;  // [len][kv_lora + rope]: c' then k_pe, FP32
+  int64_t len = 0;
+};
+
+struct SequenceState {
+  int64_t pos = 0;                   // tokens consumed so far
+  std::vector<KdaLayerState> kda;    // by layer; empty entries for MLA layers
+  std::vector<MlaLayerCache> mla;    // by layer; empty entries for KDA layers
+
+  static SequenceState create(const ModelConfig& c);
+  void reset();
+  // Bytes held (state + cache); the MLA cache grows with the context.
+  uint64_t bytes() const;
+};
+
+}  // namespace sluice

@@ -1,0 +1,189 @@
+#include "k3/weights.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "base/error.h"
+#include "base/numeric.h"
+
+namespace sluice {
+
+namespace {
+
+void read_exact(const std::string& path, uint64_t offset, uint64_t n, uint8_t* dst) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  uint64_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, dst + got, n - got, off_t(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      int err = errno;
+      ::close(fd);
+      fail(path, r == 0 ? "truncated: short read at offset " + std::to_string(offset + got)
+                        : std::string("read error: ") + std::strerror(err));
+    }
+    got += uint64_t(r);
+  }
+  ::close(fd);
+}
+
+// Collects the tensors of one unit (a layer or the globals): matrices are read
+// into one owned buffer, vectors converted to FP32.
+struct Binder {
+  const Checkpoint& ck;
+  std::string prefix;
+  struct Pending {
+    const TensorInfo* t;
+    Bf16Matrix* dst;
+    uint64_t at;
+  };
+  std::vector<Pending> pending;
+  uint64_t total = 0;
+
+  void matrix(const std::string& name, int64_t rows, int64_t cols, Bf16Matrix* dst) {
+    const TensorInfo& t = ck.tensor(prefix + name, DType::BF16, {rows, cols});
+    dst->rows = int(rows);
+    dst->cols = int(cols);
+    pending.push_back({&t, dst, total});
+    total += (t.nbytes + 63) & ~uint64_t(63);
+  }
+
+  // A vector of `n` values (or the first n of a longer one when `prefix_of`), bf16 or f32.
+  std::vector<float> vec(const std::string& name, int64_t n, std::vector<int64_t> shape = {},
+                         bool prefix_of = false) {
+    const TensorInfo& t = ck.tensor(prefix + name);
+    const std::string& where = ck.shard_paths[size_t(t.shard)];
+    if (shape.empty()) shape = {n};
+    if (t.dtype != DType::F32 && t.dtype != DType::BF16)
+      fail(where, "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", expected F32 or BF16");
+    if (prefix_of) {
+      if (t.shape.size() != 1 || t.shape[0] < n)
+        fail(where, "tensor '" + t.name + "' must be 1-D with at least " + std::to_string(n) + " entries");
+    } else if (t.shape != shape) {
+      (void)ck.tensor(prefix + name, t.dtype, shape);  // throws with the shape message
+    }
+    std::vector<uint8_t> raw(t.nbytes);
+    read_exact(where, t.offset, t.nbytes, raw.data());
+    std::vector<float> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; i++) {
+      if (t.dtype == DType::F32) {
+        std::memcpy(&out[size_t(i)], raw.data() + 4 * i, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, raw.data() + 2 * i, 2);
+        out[size_t(i)] = bf16_to_f32(h);
+      }
+    }
+    for (float v : out)
+      if (!std::isfinite(v)) fail(where, "tensor '" + t.name + "' holds a non-finite value");
+    return out;
+  }
+
+  // u = res_norm ⊙ res_proj in FP32 (AttnRes uses only the product).
+  std::vector<float> attn_res_query(const std::string& norm, const std::string& proj, int64_t h) {
+    std::vector<float> w = vec(norm, h);
+    std::vector<float> p = vec(proj, h, {1, h});
+    for (int64_t i = 0; i < h; i++) w[size_t(i)] *= p[size_t(i)];
+    return w;
+  }
+
+  std::unique_ptr<uint8_t[]> load(uint64_t* nbytes) {
+    auto buf = std::unique_ptr<uint8_t[]>(new uint8_t[total ? total : 1]);
+    for (const Pending& p : pending) {
+      read_exact(ck.shard_paths[size_t(p.t->shard)], p.t->offset, p.t->nbytes, buf.get() + p.at);
+      p.dst->w = reinterpret_cast<const uint16_t*>(buf.get() + p.at);
+    }
+    *nbytes = total;
+    return buf;
+  }
+};
+
+void bind_layer(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
+  const int64_t H = c.hidden_size;
+  w.input_norm = b.vec("input_layernorm.weight", H);
+  w.post_norm = b.vec("post_attention_layernorm.weight", H);
+  w.u_attn = b.attn_res_query("self_attention_res_norm.weight", "self_attention_res_proj.weight", H);
+  w.u_mlp = b.attn_res_query("mlp_res_norm.weight", "mlp_res_proj.weight", H);
+
+  if (c.is_kda_layer(l)) {
+    const int64_t NH = c.kda_num_heads, D = c.kda_head_dim, C = NH * D, K = c.kda_conv_kernel;
+    KdaWeights& k = w.kda;
+    b.matrix("self_attn.q_proj.weight", C, H, &k.q);
+    b.matrix("self_attn.k_proj.weight", C, H, &k.k);
+    b.matrix("self_attn.v_proj.weight", C, H, &k.v);
+    b.matrix("self_attn.g_proj.weight", C, H, &k.g);
+    b.matrix("self_attn.o_proj.weight", H, C, &k.o);
+    b.matrix("self_attn.f_a_proj.weight", D, H, &k.f_a);
+    b.matrix("self_attn.f_b_proj.weight", C, D, &k.f_b);
+    b.matrix("self_attn.b_proj.weight", NH, H, &k.b);
+    k.q_conv = b.vec("self_attn.q_conv1d.weight", C * K, {C, 1, K});
+    k.k_conv = b.vec("self_attn.k_conv1d.weight", C * K, {C, 1, K});
+    k.v_conv = b.vec("self_attn.v_conv1d.weight", C * K, {C, 1, K});
+    // A_log is one rate per head; K3 stores it zero-padded to head_dim. Use the first NH.
+    k.a = b.vec("self_attn.A_log", NH, {}, /*prefix_of=*/true);
+    for (float& a : k.a) a = std::exp(a);
+    k.dt_bias = b.vec("self_attn.dt_bias", C);
+    k.o_norm = b.vec("self_attn.o_norm.weight", D);
+  } else {
+    const int64_t NH = c.num_attention_heads, QH = c.mla_q_head_dim();
+    const int64_t KVB = c.qk_nope_head_dim + c.v_head_dim;
+    MlaWeights& m = w.mla;
+    b.matrix("self_attn.q_a_proj.weight", c.q_lora_rank, H, &m.q_a);
+    m.q_a_norm = b.vec("self_attn.q_a_layernorm.weight", c.q_lora_rank);
+    b.matrix("self_attn.q_b_proj.weight", NH * QH, c.q_lora_rank, &m.q_b);
+    b.matrix("self_attn.kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_head_dim, H, &m.kv_a);
+    m.kv_a_norm = b.vec("self_attn.kv_a_layernorm.weight", c.kv_lora_rank);
+    b.matrix("self_attn.kv_b_proj.weight", NH * KVB, c.kv_lora_rank, &m.kv_b);
+    b.matrix("self_attn.g_proj.weight", NH * c.v_head_dim, H, &m.g);
+    b.matrix("self_attn.o_proj.weight", H, NH * c.v_head_dim, &m.o);
+  }
+
+  if (!c.is_moe_layer(l)) {
+    b.matrix("mlp.gate_proj.weight", c.intermediate_size, H, &w.dense.gate);
+    b.matrix("mlp.up_proj.weight", c.intermediate_size, H, &w.dense.up);
+    b.matrix("mlp.down_proj.weight", H, c.intermediate_size, &w.dense.down);
+  } else {
+    const int64_t E = c.num_experts, Lat = c.routed_expert_hidden_size, S = c.shared_intermediate();
+    MoeWeights& m = w.moe;
+    b.matrix("block_sparse_moe.gate.weight", E, H, &m.router);
+    m.bias = b.vec("block_sparse_moe.gate.e_score_correction_bias", E);
+    b.matrix("block_sparse_moe.routed_expert_down_proj.weight", Lat, H, &m.rdown);
+    m.rnorm = b.vec("block_sparse_moe.routed_expert_norm.weight", Lat);
+    b.matrix("block_sparse_moe.routed_expert_up_proj.weight", H, Lat, &m.rup);
+    if (S > 0) {
+      b.matrix("block_sparse_moe.shared_experts.gate_proj.weight", S, H, &m.sh_gate);
+      b.matrix("block_sparse_moe.shared_experts.up_proj.weight", S, H, &m.sh_up);
+      b.matrix("block_sparse_moe.shared_experts.down_proj.weight", H, S, &m.sh_down);
+    }
+  }
+}
+
+}  // namespace
+
+GlobalWeights load_global_weights(const Checkpoint& ck) {
+  const ModelConfig& c = ck.config;
+  GlobalWeights g;
+  Binder b{ck, "", {}, 0};
+  b.matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size, &g.embed);
+  b.matrix("lm_head.weight", c.vocab_size, c.hidden_size, &g.lm_head);
+  g.final_norm = b.vec("model.norm.weight", c.hidden_size);
+  g.u_out = b.attn_res_query("model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", c.hidden_size);
+  g.bytes = b.load(&g.nbytes);
+  return g;
+}
+
+LayerWeights load_layer_weights(const Checkpoint& ck, int layer) {
+  LayerWeights w;
+  Binder b{ck, "model.layers." + std::to_string(layer) + ".", {}, 0};
+  bind_layer(b, ck.config, layer, w);
+  w.bytes = b.load(&w.nbytes);
+  return w;
+}
+
+}  // namespace sluice
