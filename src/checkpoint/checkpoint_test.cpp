@@ -1,0 +1,298 @@
+// Loader error paths: every damaged checkpoint gives an Error that names the
+// file and the problem, never a crash. Damaged copies of the fixture model are
+// made in a temp directory.
+#include "checkpoint/checkpoint.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "k3/model.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const std::string kFixture = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model";
+
+struct TempModel {
+  fs::path dir;
+  TempModel() {
+    dir = fs::temp_directory_path() / ("sluice-ck-" + std::to_string(getpid()) + "-" +
+                                       std::to_string(counter()++));
+    fs::remove_all(dir);
+    fs::copy(kFixture, dir);
+  }
+  ~TempModel() { fs::remove_all(dir); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  std::string path(const std::string& f) const { return (dir / f).string(); }
+  std::string str() const { return dir.string(); }
+};
+
+std::string read_all(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void write_all(const std::string& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << s;
+}
+
+// Splits a shard into its header JSON and data; rewrites it with a new header.
+struct Shard {
+  json header;
+  std::string data;
+  explicit Shard(const std::string& p) {
+    std::string b = read_all(p);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | uint8_t(b[size_t(i)]);
+    header = json::parse(b.substr(8, n));
+    data = b.substr(8 + n);
+  }
+  void save(const std::string& p) const {
+    std::string h = header.dump();
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; i++) out[size_t(i)] = char((uint64_t(h.size()) >> (8 * i)) & 0xff);
+    write_all(p, out + h + data);
+  }
+};
+
+// Expects `f` to throw an Error whose message contains every piece of `want`.
+template <typename F>
+void expect_error(F f, std::initializer_list<std::string> want) {
+  try {
+    f();
+    ADD_FAILURE() << "no error thrown";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    for (const auto& w : want) EXPECT_NE(msg.find(w), std::string::npos) << "message: " << msg << "\nwant: " << w;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "message must be one line: " << msg;
+  }
+}
+
+const char* kShard1 = "model-00001-of-00003.safetensors";
+const char* kShard2 = "model-00002-of-00003.safetensors";
+
+TEST(Checkpoint, OpensFixtureAndIndexesExperts) {
+  Checkpoint ck = open_checkpoint(kFixture);
+  const ModelConfig& c = ck.config;
+  EXPECT_EQ(c.hidden_size, 128);
+  EXPECT_EQ(c.num_hidden_layers, 10);
+  EXPECT_FALSE(c.is_full_k3());
+  EXPECT_EQ(ck.shard_paths.size(), 3u);
+  ASSERT_EQ(ck.experts.size(), 10u);
+  EXPECT_TRUE(ck.experts[0].empty());
+  const uint64_t span = c.expert_span_bytes();
+  EXPECT_EQ(span, expert_layout(c).total);
+  for (int l = 1; l < 10; l++) {
+    ASSERT_EQ(ck.experts[size_t(l)].size(), 32u);
+    for (int e = 0; e < 32; e++) {
+      const ExpertSpan& s = ck.experts[size_t(l)][size_t(e)];
+      EXPECT_EQ(s.length, span);
+      const TensorInfo& w1 = ck.tensor("model.layers." + std::to_string(l) + ".block_sparse_moe.experts." +
+                                       std::to_string(e) + ".w1.weight_packed");
+      EXPECT_EQ(s.offset, w1.offset);
+      EXPECT_EQ(s.shard, w1.shard);
+    }
+  }
+  // Shuffled order on disk: expert 2 does not follow expert 1.
+  const auto& l1 = ck.experts[1];
+  EXPECT_NE(l1[2].offset, l1[1].offset + span);
+}
+
+TEST(Checkpoint, RecognisesFullK3Dimensions) {
+  json doc = json::parse(read_all(kFixture + "/config.json"));
+  json& t = doc["text_config"];
+  t["hidden_size"] = 7168, t["num_hidden_layers"] = 93, t["vocab_size"] = 163840, t["num_attention_heads"] = 96;
+  t["num_key_value_heads"] = 96, t["num_experts"] = 896, t["num_experts_per_token"] = 16;
+  t["routed_expert_hidden_size"] = 3584, t["moe_intermediate_size"] = 3072, t["intermediate_size"] = 33792;
+  t["attn_res_block_size"] = 12, t["linear_attn_config"]["num_heads"] = 96, t["linear_attn_config"]["head_dim"] = 128;
+  std::vector<int> kda, mla;
+  for (int l = 1; l <= 93; l++) ((l % 4 == 0 || l == 93) ? mla : kda).push_back(l);
+  t["linear_attn_config"]["kda_layers"] = kda;
+  t["linear_attn_config"]["full_attn_layers"] = mla;
+  t["bos_token_id"] = 163584, t["eos_token_id"] = 163586, t["pad_token_id"] = 163839;
+  doc["bos_token_id"] = 163584, doc["eos_token_id"] = 163586, doc["pad_token_id"] = 163839;
+  ModelConfig c = parse_model_config(doc, "config.json");
+  EXPECT_TRUE(c.is_full_k3());
+  EXPECT_EQ(c.expert_span_bytes(), 17547264u);
+  EXPECT_EQ(std::count(c.layer_kind.begin(), c.layer_kind.end(), LayerKind::MLA), 24);
+}
+
+TEST(Checkpoint, AcceptsFlatTextConfig) {
+  json doc = json::parse(read_all(kFixture + "/config.json"));
+  ModelConfig nested = parse_model_config(doc, "config.json");
+  ModelConfig flat = parse_model_config(doc["text_config"], "config.json");
+  EXPECT_EQ(flat.hidden_size, nested.hidden_size);
+  EXPECT_EQ(flat.layer_kind, nested.layer_kind);
+  EXPECT_EQ(flat.eos_token_id, nested.eos_token_id);
+}
+
+TEST(Checkpoint, BadConfigsAreNamed) {
+  json base = json::parse(read_all(kFixture + "/config.json"));
+  auto with = [&](auto edit) {
+    json d = base;
+    edit(d["text_config"]);
+    return d;
+  };
+  expect_error([&] { parse_model_config(with([](json& t) { t.erase("hidden_size"); }), "config.json"); },
+               {"config.json", "missing field 'text_config.hidden_size'"});
+  expect_error([&] { parse_model_config(with([](json& t) { t["hidden_act"] = "gelu"; }), "config.json"); },
+               {"config.json", "unsupported", "hidden_act", "gelu"});
+  expect_error([&] { parse_model_config(with([](json& t) { t["hidden_size"] = "128"; }), "config.json"); },
+               {"hidden_size", "must be an integer"});
+  expect_error(
+      [&] {
+        parse_model_config(with([](json& t) { t["linear_attn_config"]["full_attn_layers"] = {4, 8}; }),
+                           "config.json");
+      },
+      {"inconsistent schedule", "layer 10"});
+  expect_error(
+      [&] {
+        parse_model_config(with([](json& t) { t["linear_attn_config"]["full_attn_layers"] = {3, 4, 8, 10}; }),
+                           "config.json");
+      },
+      {"inconsistent schedule", "listed twice"});
+  expect_error([&] { parse_model_config(with([](json& t) { t["routed_expert_hidden_size"] = 48; }), "config.json"); },
+               {"multiples of the MXFP4 group"});
+  expect_error([&] { parse_model_config(with([](json& t) { t["quantization_config"]["format"] = "nvfp4"; }),
+                                        "config.json"); },
+               {"unsupported", "nvfp4"});
+  TempModel tm;
+  write_all(tm.path("config.json"), "{ not json");
+  expect_error([&] { open_checkpoint(tm.str()); }, {tm.path("config.json"), "not valid JSON"});
+}
+
+TEST(Checkpoint, TruncatedShard) {
+  TempModel tm;
+  fs::resize_file(tm.path(kShard2), fs::file_size(tm.path(kShard2)) / 2);
+  expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(kShard2), "truncated"});
+  fs::resize_file(tm.path(kShard2), 5);
+  expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(kShard2), "truncated"});
+}
+
+TEST(Checkpoint, BadHeader) {
+  TempModel tm;
+  std::string b = read_all(tm.path(kShard1));
+  b[8] = '#';  // the JSON's opening brace
+  write_all(tm.path(kShard1), b);
+  expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(kShard1), "not valid JSON"});
+  b[7] = char(0x7f);  // absurd header length
+  write_all(tm.path(kShard1), b);
+  expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(kShard1), "header length"});
+}
+
+TEST(Checkpoint, HeaderInconsistencies) {
+  {  // shape x dtype != byte length
+    TempModel tm;
+    Shard s(tm.path(kShard1));
+    for (auto it = s.header.begin(); it != s.header.end(); ++it)
+      if (it.key() != "__metadata__") {
+        (*it)["shape"][0] = (*it)["shape"][0].get<int>() + 1;
+        break;
+      }
+    s.save(tm.path(kShard1));
+    expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(kShard1), "does not match shape x dtype"});
+  }
+  {  // overlapping tensors
+    TempModel tm;
+    Shard s(tm.path(kShard1));
+    json* prev = nullptr;
+    for (auto it = s.header.begin(); it != s.header.end(); ++it) {
+      if (it.key() == "__metadata__") continue;
+      if (prev && (*prev)["dtype"] == (*it)["dtype"] && (*prev)["shape"] == (*it)["shape"]) {
+        (*it)["data_offsets"] = (*prev)["data_offsets"];
+        break;
+      }
+      prev = &*it;
+    }
+    s.save(tm.path(kShard1));
+    expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(kShard1), "overlap"});
+  }
+  {  // unknown dtype
+    TempModel tm;
+    Shard s(tm.path(kShard1));
+    for (auto it = s.header.begin(); it != s.header.end(); ++it)
+      if (it.key() != "__metadata__") {
+        (*it)["dtype"] = "F8_E4M3";
+        break;
+      }
+    s.save(tm.path(kShard1));
+    expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(kShard1), "unsupported dtype"});
+  }
+}
+
+TEST(Checkpoint, WrongDtypeIsRefusedWhenBinding) {
+  TempModel tm;
+  Shard s(tm.path(kShard1));
+  std::string victim;
+  for (auto it = s.header.begin(); it != s.header.end(); ++it)
+    if (it.key().find("q_proj.weight") != std::string::npos && (*it)["dtype"] == "BF16") {
+      (*it)["dtype"] = "F16";  // same size: the header is consistent, the model is not
+      victim = it.key();
+      break;
+    }
+  ASSERT_FALSE(victim.empty());
+  s.save(tm.path(kShard1));
+  expect_error([&] { open_model(tm.str()); }, {tm.path(kShard1), victim, "dtype F16, expected BF16"});
+}
+
+TEST(Checkpoint, MissingTensor) {
+  TempModel tm;
+  json index = json::parse(read_all(tm.path("model.safetensors.index.json")));
+  const std::string name = "language_model.model.layers.2.self_attn.o_proj.weight";
+  const std::string file = index["weight_map"][name];
+  Shard s(tm.path(file));
+  s.header.erase(name);
+  s.save(tm.path(file));
+  expect_error([&] { open_checkpoint(tm.str()); }, {name, "missing"});
+  index["weight_map"].erase(name);
+  write_all(tm.path("model.safetensors.index.json"), index.dump());
+  expect_error([&] { open_model(tm.str()); }, {"missing tensor", name});
+}
+
+TEST(Checkpoint, MissingShard) {
+  TempModel tm;
+  fs::remove(tm.path(kShard2));
+  expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(kShard2), "missing"});
+}
+
+TEST(Checkpoint, NonContiguousExpert) {
+  TempModel tm;
+  json index = json::parse(read_all(tm.path("model.safetensors.index.json")));
+  const std::string a = "language_model.model.layers.3.block_sparse_moe.experts.0.w3.weight_packed";
+  const std::string b = "language_model.model.layers.3.block_sparse_moe.experts.1.w3.weight_packed";
+  const std::string file = index["weight_map"][a];
+  ASSERT_EQ(file, index["weight_map"][b].get<std::string>());
+  Shard s(tm.path(file));
+  std::swap(s.header[a]["data_offsets"], s.header[b]["data_offsets"]);
+  s.save(tm.path(file));
+  expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(file), "layer 3", "not contiguous"});
+}
+
+TEST(Checkpoint, IndexAndShardDisagree) {
+  TempModel tm;
+  json index = json::parse(read_all(tm.path("model.safetensors.index.json")));
+  const std::string name = "language_model.model.norm.weight";
+  std::string other = index["weight_map"][name] == kShard1 ? kShard2 : kShard1;
+  index["weight_map"][name] = other;
+  write_all(tm.path("model.safetensors.index.json"), index.dump());
+  expect_error([&] { open_checkpoint(tm.str()); }, {name, "listed in the index under"});
+}
+
+TEST(Checkpoint, NoModelDirectory) {
+  expect_error([] { open_checkpoint("/nonexistent/model"); }, {"/nonexistent/model/config.json", "cannot open"});
+}
+
+}  // namespace
+}  // namespace sluice
