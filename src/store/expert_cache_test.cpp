@@ -221,7 +221,7 @@ TEST(ExpertCache, SyntheticRoutingHitRatesLruVsHeat) {
   so.layers = 8;
   so.experts_per_layer = 384;
   so.top_k = 8;
-  so.tokens = 3000;
+  so.tokens = 2000;
   RoutingTrace tr = synthetic_routing_trace(so);
   const int total = so.layers * so.experts_per_layer;
   std::printf("  budget (%% of experts)   lru     heat\n");

@@ -45,6 +45,15 @@ std::string span_text(uint64_t offset, uint64_t length) {
   return "span at offset " + std::to_string(offset) + " length " + std::to_string(length);
 }
 
+// A buffered descriptor for spans: readahead off (FADV_RANDOM), so the kernel
+// reads exactly the span and the DONTNEED after it leaves nothing behind.
+// (With readahead on, up to read_ahead_kb past every span stays cached.)
+int open_buffered(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+  return fd;
+}
+
 struct FileEntry {
   std::string path;
   int fd = -1;
@@ -186,9 +195,11 @@ struct SpanReader::Impl {
     retired_fds.clear();
   }
 
+  // After a stall the kernel may still write into our buffers: never free them.
   void leak_buffers() {
+    static auto* graveyard = new std::vector<AlignedBuffer>();  // reachable: no leak report
     for (auto& [t, r] : requests)
-      if (!r.buffer.empty()) new AlignedBuffer(std::move(r.buffer));  // deliberately never freed
+      if (!r.buffer.empty()) graveyard->push_back(std::move(r.buffer));
   }
 
   void worker_loop() {
@@ -220,7 +231,7 @@ struct SpanReader::Impl {
       if (f.fd < 0 && errno != EINVAL) fail(path, std::string("cannot open: ") + std::strerror(errno));
     }
     if (f.fd < 0) {
-      f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      f.fd = open_buffered(path);
       if (f.fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
     }
     struct stat st {};
@@ -238,7 +249,7 @@ struct SpanReader::Impl {
   void make_buffered(int file) {
     FileEntry& f = files[size_t(file)];
     if (!f.direct) return;
-    int fd = open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = open_buffered(f.path);
     if (fd < 0) fail(f.path, std::string("cannot reopen without O_DIRECT: ") + std::strerror(errno));
     retired_fds.push_back(f.fd);
     f.fd = fd;
