@@ -464,7 +464,12 @@ struct SpanReader::Impl {
   // Collects finished ops; blocks for at least one if `block`.
   void reap(bool block) {
     check_usable();
-    if (ops_in_flight == 0) return;
+    if (ops_in_flight == 0) {
+      pump();
+      if (ops_in_flight == 0 && !requests.empty())  // would wait forever: say so instead
+        fail("span reader", "internal: spans outstanding but no read in flight");
+      return;
+    }
     if (uring) {
       flush();
       io_uring_cqe* cqe = nullptr;

@@ -32,12 +32,6 @@ const Mode kModes[] = {
     {"pread+buffered", false, false},
 };
 
-// io_uring is used when asked for, allowed here, and not vetoed by the environment.
-bool uring_expected(bool wanted) {
-  const char* veto = std::getenv("SLUICE_NO_URING");
-  return wanted && io_uring_available() && !(veto && *veto && std::strcmp(veto, "0") != 0);
-}
-
 SpanReaderOptions options_for(const Mode& m, int qd = 8, uint64_t chunk = 64 << 10) {
   SpanReaderOptions o;
   o.use_io_uring = m.uring;
@@ -77,7 +71,7 @@ TEST(SpanReader, RandomSpansMatchPreadInEveryMode) {
   for (const Mode& m : kModes) {
     SCOPED_TRACE(m.name);
     SpanReader reader(paths, options_for(m));
-    EXPECT_EQ(reader.using_io_uring(), uring_expected(m.uring));
+    EXPECT_EQ(reader.using_io_uring(), testing::uring_expected(m.uring));
     if (!m.direct) {
       EXPECT_FALSE(reader.file_is_direct(0));
     }
@@ -307,7 +301,7 @@ TEST(SpanReader, EnvironmentForcesFallbacks) {
       unsetenv(names[i]);
   }
   SpanReader reader({p});
-  EXPECT_EQ(reader.using_io_uring(), uring_expected(true));
+  EXPECT_EQ(reader.using_io_uring(), testing::uring_expected(true));
 }
 
 TEST(SpanReader, ZeroLengthSpanCompletesAtOnce) {

@@ -1,21 +1,32 @@
 // store/test_util.h — helpers shared by store/ tests: a scratch directory on a
 // real file system and files of known pseudo-random bytes.
 //
-// Scratch files live beside the test binary (the build directory), not in
-// /tmp: the page-cache tests need a disk-backed file system, and /tmp may be
-// tmpfs, where pages are always resident and O_DIRECT means nothing.
+// Scratch files live on a disk-backed file system: the build directory if it
+// is one, else /var/tmp or /tmp. The page-cache tests need that: on tmpfs a
+// file's pages are always resident and O_DIRECT means nothing.
 #pragma once
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "store/span_reader.h"
+
 namespace sluice::testing {
+
+// io_uring is used when asked for, allowed here, and not vetoed by SLUICE_NO_URING.
+inline bool uring_expected(bool wanted) {
+  const char* veto = std::getenv("SLUICE_NO_URING");
+  return wanted && io_uring_available() && !(veto && *veto && std::strcmp(veto, "0") != 0);
+}
 
 inline std::vector<uint8_t> pattern_bytes(uint64_t n, uint64_t seed) {
   std::vector<uint8_t> v(n);
@@ -29,8 +40,19 @@ inline std::vector<uint8_t> pattern_bytes(uint64_t n, uint64_t seed) {
 
 struct ScratchDir {
   std::string path;
+  static bool in_memory(const std::string& dir) {
+    struct statfs fs {};
+    if (statfs(dir.c_str(), &fs) != 0) return true;
+    return fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC;
+  }
   ScratchDir() {
     std::string base = std::filesystem::path(SLUICE_BINARY).parent_path().string();
+    for (std::string c : {base, std::string("/var/tmp"), std::string("/tmp")}) {
+      if (!in_memory(c) && access(c.c_str(), W_OK) == 0) {
+        base = c;
+        break;
+      }
+    }
     std::string tmpl = base + "/store-test-XXXXXX";
     if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed in " + base);
     path = tmpl;
