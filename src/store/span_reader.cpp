@@ -245,15 +245,17 @@ struct SpanReader::Impl {
     return int(files.size()) - 1;
   }
 
-  // Reopens a file without O_DIRECT after the file system refused a direct read.
-  void make_buffered(int file) {
+  // Reopens a file without O_DIRECT after the file system refused a direct
+  // read; false if that fails too.
+  bool make_buffered(int file) {
     FileEntry& f = files[size_t(file)];
-    if (!f.direct) return;
+    if (!f.direct) return true;
     int fd = open_buffered(f.path);
-    if (fd < 0) fail(f.path, std::string("cannot reopen without O_DIRECT: ") + std::strerror(errno));
+    if (fd < 0) return false;
     retired_fds.push_back(f.fd);
     f.fd = fd;
     f.direct = false;
+    return true;
   }
 
   void check_usable() const {
@@ -372,6 +374,7 @@ struct SpanReader::Impl {
     while (uring && sqes_unsubmitted > 0) {
       int r = io_uring_submit(&ring);
       if (r == -EINTR || r == -EAGAIN || r == -EBUSY) continue;
+      if (r == 0) break;  // nothing taken now; the next wait submits them
       if (r < 0) {
         broken = true;
         fail("span reader", std::string("io_uring_submit: ") + std::strerror(-r));
@@ -395,10 +398,9 @@ struct SpanReader::Impl {
       bool retry = o.retries++ < 100;
       if (retry && (e == EINTR || e == EAGAIN)) {
         op_over = false;
-      } else if (retry && e == EINVAL && (f.direct || o.fd != f.fd)) {
+      } else if (retry && e == EINVAL && (f.direct || o.fd != f.fd) && make_buffered(r.file)) {
         // The file system took O_DIRECT at open but refuses the read: go buffered
         // (ops that were already in flight on the direct fd land here too).
-        make_buffered(r.file);
         op_over = false;
       } else {
         fail_request(r, "read of " + span_text(r.offset, r.length) + " failed at file offset " +
