@@ -162,7 +162,8 @@ void write_safetensors(const std::string& path, std::span<const TensorData> tens
 
   // Two buffers: one is filled while the other is written by a helper thread,
   // so generating bytes and writing them overlap.
-  constexpr size_t kBuf = 16 * kFillChunk;
+  // Small files get small buffers; a buffer always holds at least one fill chunk.
+  const size_t kBuf = size_t(std::clamp<uint64_t>(layout.file_size(), kFillChunk, 16 * kFillChunk));
   std::vector<uint8_t> buf[2] = {std::vector<uint8_t>(kBuf), std::vector<uint8_t>(kBuf)};
   int cur = 0;
   size_t used = 0;

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <regex>
 #include <set>
 #include <unordered_set>
 
@@ -418,6 +417,15 @@ std::string base64(std::string_view in) {
   return out;
 }
 
+// "model-NNNNN-of-NNNNN.safetensors", the names shard_file_name() gives.
+bool is_shard_file_name(const std::string& name) {
+  const std::string pattern = "model-#####-of-#####.safetensors";
+  if (name.size() != pattern.size()) return false;
+  for (size_t i = 0; i < name.size(); i++)
+    if (pattern[i] == '#' ? !(name[i] >= '0' && name[i] <= '9') : name[i] != pattern[i]) return false;
+  return true;
+}
+
 std::string human_bytes(uint64_t n) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GB", double(n) / 1e9);
@@ -699,11 +707,8 @@ void write_synthetic_model(const SyntheticModel& model, const std::string& dir, 
     // directory never looks like a complete checkpoint; stale shards of
     // another shard count go too.
     fs::remove(fs::path(dir) / "config.json", ec);
-    static const std::regex shard_re(R"(model-\d{5}-of-\d{5}\.safetensors)");
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      std::string name = entry.path().filename().string();
-      if (std::regex_match(name, shard_re)) fs::remove(entry.path(), ec);
-    }
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (is_shard_file_name(entry.path().filename().string())) fs::remove(entry.path(), ec);
   }
 
   std::map<std::string, std::string> weight_map;
