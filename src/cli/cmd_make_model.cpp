@@ -1,4 +1,5 @@
 // sluice make-model — writes a seeded synthetic K3 checkpoint (tiny or real-size slice).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -53,8 +54,12 @@ int run_make_model(const MakeModelArgs& a) {
   set(s.block, a.block);
   set(s.vocab, a.vocab);
   set(s.reserved, a.reserved);
-  if (a.preset == "k3-slice") s.shards = s.layers;  // one shard per layer unless --shards says otherwise
+  // Defaults that follow other options: k3-slice puts one layer per shard (as
+  // K3 does), tiny uses 3 shards (as the fixture) or fewer for fewer layers;
+  // top-k shrinks with a smaller expert count.
+  s.shards = a.preset == "k3-slice" ? s.layers : std::min(3, s.layers);
   set(s.shards, a.shards);
+  if (!a.top_k) s.top_k = std::min(s.top_k, s.experts);
   if (a.scaling_factor) s.routed_scaling_factor = *a.scaling_factor;
   s.mla_layers = a.mla_layers;  // empty: K3's rule for the chosen layer count
 
@@ -116,7 +121,7 @@ Command reg("make-model", "Write a seeded synthetic K3 checkpoint (tiny shapes o
               sub.add_option("--mla-layers", a->mla_layers,
                              "1-based MLA layers, comma-separated (default: multiples of 4 plus the last)")
                   ->delimiter(',');
-              sub.add_option("--shards", a->shards, "number of shard files (layers split into contiguous groups)");
+              sub.add_option("--shards", a->shards, "shard files, layers split into contiguous groups (default: tiny 3, k3-slice one per layer)");
               sub.add_option("--scaling-factor", a->scaling_factor, "routed_scaling_factor");
               *action = [a] { return run_make_model(*a); };
             });
