@@ -9,7 +9,6 @@
 #include <unordered_set>
 
 #include "base/error.h"
-#include "base/numeric.h"
 
 namespace sluice {
 
