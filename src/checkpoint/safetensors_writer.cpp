@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <cstdlib>
 #include <future>
+#include <memory>
 #include <numeric>
 #include <set>
 
@@ -60,10 +62,17 @@ struct AtomicFile {
   int fd = -1;
   bool committed = false;
 
-  explicit AtomicFile(const std::string& final_path) : path(final_path) {
+  bool direct = false;  // opened with O_DIRECT: aligned buffers, lengths and offsets
+
+  explicit AtomicFile(const std::string& final_path, bool want_direct = false) : path(final_path) {
     std::filesystem::path p(final_path);
     tmp_path = (p.parent_path() / (".tmp-" + p.filename().string())).string();
-    fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+    if (want_direct) {
+      fd = ::open(tmp_path.c_str(), flags | O_DIRECT, 0644);
+      direct = fd >= 0;  // file systems without O_DIRECT (tmpfs) refuse: write buffered
+    }
+    if (fd < 0) fd = ::open(tmp_path.c_str(), flags, 0644);
     if (fd < 0) fail(tmp_path, std::string("cannot create: ") + std::strerror(errno));
   }
   AtomicFile(const AtomicFile&) = delete;
@@ -90,6 +99,11 @@ struct AtomicFile {
       p += w;
       n -= size_t(w);
     }
+  }
+
+  // Cuts the zero padding of the last O_DIRECT block.
+  void truncate(uint64_t size) {
+    if (::ftruncate(fd, off_t(size)) != 0) fail(path, std::string("cannot truncate: ") + std::strerror(errno));
   }
 
   void commit(uint64_t expected_size) {
@@ -151,37 +165,54 @@ SafetensorsLayout layout_safetensors(std::span<const TensorData> tensors,
 }
 
 void write_safetensors(const std::string& path, std::span<const TensorData> tensors) {
-  write_safetensors(path, tensors, layout_safetensors(tensors));
+  write_safetensors(path, tensors, layout_safetensors(tensors), kDirectIoFrom);
 }
 
 void write_safetensors(const std::string& path, std::span<const TensorData> tensors,
-                       const SafetensorsLayout& layout) {
+                       const SafetensorsLayout& layout, uint64_t direct_io_from) {
   if (layout.begin.size() != tensors.size()) fail(path, "layout does not match the tensor list");
-  AtomicFile file(path);
+  AtomicFile file(path, layout.file_size() >= direct_io_from);
   file.reserve(layout.file_size());
 
   // Two buffers: one is filled while the other is written by a helper thread,
-  // so generating bytes and writing them overlap.
-  // Small files get small buffers; a buffer always holds at least one fill chunk.
-  const size_t kBuf = size_t(std::clamp<uint64_t>(layout.file_size(), kFillChunk, 16 * kFillChunk));
-  std::vector<uint8_t> buf[2] = {std::vector<uint8_t>(kBuf), std::vector<uint8_t>(kBuf)};
+  // so generating bytes and writing them overlap. With O_DIRECT only whole
+  // 4 KiB blocks go out; the ragged rest moves to the front of the next buffer
+  // and the last block is zero-padded, then truncated away.
+  constexpr size_t kAlign = 4096;
+  const size_t fill_limit = size_t(std::clamp<uint64_t>(layout.file_size(), kFillChunk, 16 * kFillChunk)) + kAlign;
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  // Room for the padding of the last block; aligned_alloc wants a whole number of blocks.
+  const size_t capacity = (fill_limit + 2 * kAlign - 1) & ~(kAlign - 1);
+  std::unique_ptr<uint8_t, FreeDeleter> buf[2];
+  for (auto& b : buf) {
+    b.reset(static_cast<uint8_t*>(std::aligned_alloc(kAlign, capacity)));
+    if (!b) fail(path, "out of memory for write buffers");
+  }
   int cur = 0;
   size_t used = 0;
-  uint64_t written = 0;
+  uint64_t written = 0;       // bytes handed to the writer thread
   std::future<void> pending;  // declared after the buffers: joined before they are freed
-  auto flush = [&] {
-    if (pending.valid()) pending.get();
-    if (used == 0) return;
-    const uint8_t* p = buf[cur].data();
+  auto flush = [&](bool last) {
+    if (pending.valid()) pending.get();  // the other buffer is free again
+    uint8_t* p = buf[cur].get();
     size_t n = used;
-    pending = std::async(std::launch::async, [&file, p, n] { file.write_all(p, n); });
+    if (file.direct && !last) n = used & ~(kAlign - 1);
+    if (file.direct && last) {
+      n = (used + kAlign - 1) & ~(kAlign - 1);
+      std::memset(p + used, 0, n - used);
+    }
+    if (n > 0) pending = std::async(std::launch::async, [&file, p, n] { file.write_all(p, n); });
+    size_t tail = n < used ? used - n : 0;
+    if (tail > 0) std::memcpy(buf[cur ^ 1].get(), p + n, tail);
     written += n;
     cur ^= 1;
-    used = 0;
+    used = tail;
   };
   auto room = [&](size_t n) -> uint8_t* {
-    if (kBuf - used < n) flush();
-    uint8_t* p = buf[cur].data() + used;
+    if (used + n > fill_limit) flush(false);
+    uint8_t* p = buf[cur].get() + used;
     used += n;
     return p;
   };
@@ -205,8 +236,9 @@ void write_safetensors(const std::string& path, std::span<const TensorData> tens
       else std::memcpy(dst, t.bytes.data() + off, len);
     }
   }
-  flush();
+  flush(true);
   if (pending.valid()) pending.get();
+  if (file.direct) file.truncate(layout.file_size());
   file.commit(layout.file_size());
 }
 

@@ -58,9 +58,15 @@ size_t safetensors_dtype_size(DType t);
 SafetensorsLayout layout_safetensors(std::span<const TensorData> tensors,
                                      const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
+// Shards of at least this size are written with O_DIRECT where the file system
+// allows it (tmpfs does not: buffered there). It skips the kernel's copy into
+// the page cache (8 GB: 0.25 s of system time instead of 7-15 s) and a
+// multi-GB model does not push everything else out of that cache.
+inline constexpr uint64_t kDirectIoFrom = 64ull << 20;
+
 // Writes the shard to `path` atomically (via .tmp-NAME beside it).
 void write_safetensors(const std::string& path, std::span<const TensorData> tensors,
-                       const SafetensorsLayout& layout);
+                       const SafetensorsLayout& layout, uint64_t direct_io_from = kDirectIoFrom);
 void write_safetensors(const std::string& path, std::span<const TensorData> tensors);
 
 // Writes small files atomically. JSON is indented by two spaces, newline-terminated.
