@@ -19,34 +19,8 @@
 
 namespace sluice {
 
-const char* safetensors_dtype_code(DType t) {
-  switch (t) {
-    case DType::BF16: return "BF16";
-    case DType::F16: return "F16";
-    case DType::F32: return "F32";
-    case DType::F64: return "F64";
-    case DType::U8: return "U8";
-    case DType::I8: return "I8";
-    case DType::I16: return "I16";
-    case DType::I32: return "I32";
-    case DType::I64: return "I64";
-    case DType::BOOL: return "BOOL";
-  }
-  return "?";
-}
-
-size_t safetensors_dtype_size(DType t) {
-  switch (t) {
-    case DType::U8: case DType::I8: case DType::BOOL: return 1;
-    case DType::BF16: case DType::F16: case DType::I16: return 2;
-    case DType::F32: case DType::I32: return 4;
-    case DType::F64: case DType::I64: return 8;
-  }
-  return 0;
-}
-
 uint64_t TensorData::nbytes() const {
-  uint64_t n = safetensors_dtype_size(dtype);
+  uint64_t n = dtype_size(dtype);
   for (int64_t d : shape) {
     if (d < 0) fail(name, "negative dimension in shape");
     n *= uint64_t(d);
@@ -152,7 +126,7 @@ SafetensorsLayout layout_safetensors(std::span<const TensorData> tensors,
   for (size_t i : order) {
     const TensorData& t = tensors[i];
     if (h.size() > 1) h += ",";
-    h += json_string(t.name) + ":{\"dtype\":\"" + safetensors_dtype_code(t.dtype) + "\",\"shape\":[";
+    h += json_string(t.name) + ":{\"dtype\":\"" + dtype_name(t.dtype) + "\",\"shape\":[";
     for (size_t d = 0; d < t.shape.size(); d++) h += (d ? "," : "") + std::to_string(t.shape[d]);
     h += "],\"data_offsets\":[" + std::to_string(out.begin[i]) + "," + std::to_string(out.begin[i] + t.nbytes()) +
          "]}";

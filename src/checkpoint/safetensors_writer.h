@@ -48,10 +48,6 @@ struct SafetensorsLayout {
   uint64_t file_size() const { return data_start + data_size; }
 };
 
-// Safetensors code of a dtype ("BF16", "U8", ...) and its element size.
-const char* safetensors_dtype_code(DType t);
-size_t safetensors_dtype_size(DType t);
-
 // Lays tensors out back to back in the given order. `metadata` becomes the
 // header's "__metadata__" object (omitted when empty). Throws on duplicate
 // names, negative dimensions or held bytes whose size differs from the shape.

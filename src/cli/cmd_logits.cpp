@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "cli/token_list.h"
 #include "engine/session.h"
-#include "store/atomic_file.h"
+#include "checkpoint/safetensors_writer.h"
 
 namespace sluice::cli {
 namespace {
@@ -36,7 +36,7 @@ int run_logits(const LogitsArgs& a) {
       all.insert(all.end(), l.begin(), l.end());
     }
   }
-  write_file_atomic(a.out, all.data(), all.size() * sizeof(float));
+  write_file_atomic(a.out, std::string_view(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(float)));
   return 0;
 }
 

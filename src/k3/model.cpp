@@ -75,7 +75,15 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   m->plan = plan_memory(m->ck, opt);
   m->globals = load_global_weights(m->ck);
   m->spine = std::make_unique<Spine>(m->ck, m->plan.spine_resident);
-  m->experts = make_pread_expert_source(m->ck);
+  if (opt.pread_experts || m->ck.config.num_experts == 0) {
+    m->experts = make_pread_expert_source(m->ck);
+  } else {
+    DirectSourceOptions d;
+    d.cache_bytes = m->plan.expert_cache;
+    d.inflight_bytes = m->plan.expert_buffers;
+    d.queue_depth = opt.queue_depth;
+    m->experts = make_direct_expert_source(m->ck, d);
+  }
   return m;
 }
 

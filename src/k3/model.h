@@ -28,6 +28,10 @@ struct ModelOptions {
   uint64_t ram_budget = 0;
   // Context length the budget reserves sequence state for.
   int max_context = 4096;
+  // Expert reads in flight (io_uring queue depth).
+  int queue_depth = 16;
+  // Read experts with plain pread and no cache (the simplest source; for comparisons).
+  bool pread_experts = false;
 };
 
 // How the budget was spent when the model was opened.
