@@ -9,19 +9,24 @@
 //          row is decoded with one shift (even) and one mask (odd). For block b
 //          in order, acc_even += w_even·x_even and acc_odd += w_odd·x_odd (FMA,
 //          8 lanes each). The last partial block is padded with zeros.
-//   MXFP4: x is permuted into blocks of 32 (one scale group) in the order the
-//          decoder emits the 4 vectors A,B,C,D of a group (mx_column below).
-//          For group g in order: acc_k += (value·2^(s-127))·x (FMA) with
-//          acc_0 taking A then C and acc_1 taking B then D.
+//   MXFP4: groups (32 columns, one scale) are taken in pairs; x is permuted
+//          into blocks of 64 in the order the decoder emits the 8 vectors of
+//          a pair (mx_column below; lanes 0-3 hold group g, 4-7 group g+1),
+//          zero-padded to a multiple of 64. For each pair in order:
+//          part_0 = w0·x0 + w2·x2 + w4·x4 + w6·x6 and part_1 likewise over
+//          the odd vectors (mul then FMAs, in that order, w unscaled), then
+//          acc_i += part_i · 2^(s-127) (FMA, per-lane scale of its group).
 //   Then y = hsum(acc_0 + acc_1), hsum adding the two 128-bit halves, then
 //   the high pair onto the low pair, then lane 1 onto lane 0.
 //
 // A tile computes R rows × T tokens at once; each (row, token) pair has its
 // own accumulators and sees exactly the sequence above, so tiling changes
-// speed, never bits. Rows are split over threads in groups; within a thread,
-// rows are blocked so a block of weights stays in L2 while every token passes
-// over it (weights are read from memory once per call), and tokens are blocked
-// so their activations stay in L2 too.
+// speed, never bits. Rows are split over threads in groups of R. For matmul a
+// thread blocks its rows so a block of weights stays in L2 while every token
+// passes over it (weights come from memory once per call), and walks the
+// columns in chunks so the activations of a block of tokens stay in L1; the
+// accumulators are parked in a small buffer between column chunks, which
+// keeps the per-lane FMA sequence unchanged.
 #if defined(__x86_64__)
 
 #include "kernels/fast_avx2.h"
@@ -32,6 +37,7 @@
 #include <array>
 #include <bit>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 
@@ -45,33 +51,58 @@ namespace {
 constexpr int kMatvecRows = 4;      // rows per matvec tile (memory streams in flight)
 constexpr int kMatmulRows = 2;      // rows × tokens per matmul tile: 2·R·T accumulators
 constexpr int kMatmulTokens = 2;    //   must fit the 16 ymm registers with the weights
-constexpr int kMxMatvecRows = 2;
+constexpr int kMxMatvecRows = 1;
 constexpr int kMxMatmulRows = 1;
-constexpr int kMxMatmulTokens = 3;
-constexpr size_t kL2WeightBytes = 256 << 10;  // weight rows kept hot per row block
-constexpr size_t kL2ActBytes = 256 << 10;     // activations kept hot per token block
+constexpr int kMxMatmulTokens = 2;
+constexpr size_t kL2WeightBytes = 256 << 10;  // weight rows kept hot per row block (L2)
+constexpr size_t kL1ActBytes = 16 << 10;      // activations of a token block × column chunk (L1)
+constexpr int kColumnChunk = 512;             // columns per chunk (a multiple of 64)
 // Below this many multiply-adds a call runs on the calling thread alone: waking
 // the pool costs more than it saves.
 constexpr size_t kParallelMinMacs = size_t(1) << 17;
 
 inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
-// 32-byte aligned float scratch owned by the calling thread (activations
-// permuted for the kernels); grows, never shrinks.
-float* scratch(size_t n) {
+// Keeps a loaded vector in a register: without it GCC folds the load into
+// every FMA that uses it, and a tile reloads each activation once per row.
+template <class V>
+inline void in_register(V& v) {
+  asm("" : "+x"(v));
+}
+
+// 64-byte aligned float scratch owned by the calling thread, one per purpose
+// (permuted activations on the caller, parked accumulators on each worker);
+// grows, never shrinks.
+enum ScratchSlot { kActivations, kPartials };
+float* scratch(ScratchSlot slot, size_t n) {
   struct Free {
     void operator()(float* p) const { std::free(p); }
   };
-  thread_local std::unique_ptr<float, Free> buf;
-  thread_local size_t cap = 0;
-  if (n > cap) {
+  thread_local std::unique_ptr<float, Free> buf[2];
+  thread_local size_t cap[2] = {0, 0};
+  if (n > cap[slot]) {
     size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-    buf.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!buf) throw std::bad_alloc();
-    cap = n;
+    buf[slot].reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (!buf[slot]) throw std::bad_alloc();
+    cap[slot] = n;
   }
-  return buf.get();
+  return buf[slot].get();
 }
+
+// What one tile call works on: columns [c0, c1) of rows r0.. against tokens
+// xp, xp + ldx, ...; c0 and c1 are multiples of the kernel's block, or c1 is
+// the end of the row. Between column chunks the accumulators of pair (r, t)
+// wait at partials + r·partials_row + t·16.
+struct TileIo {
+  int r0, c0, c1;
+  const float* xp;
+  size_t ldx;
+  float* partials;
+  size_t partials_row;
+  bool first, last;  // first / last column chunk of the row
+  float* y;          // y[t·ldy + r]
+  size_t ldy;
+};
 
 // The fixed final reduction of one (row, token) pair.
 inline float hsum(__m256 a0, __m256 a1) {
@@ -81,6 +112,43 @@ inline float hsum(__m256 a0, __m256 a1) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+
+// Accumulators of an R × T tile: zero (or taken back from the partials) at
+// the start of a column chunk, reduced into y (or parked) at its end.
+template <int R, int T>
+struct TileAcc {
+  __m256 v[R][T][2];
+
+  explicit TileAcc(const TileIo& io) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; t++) {
+        if (io.first) {
+          v[r][t][0] = v[r][t][1] = _mm256_setzero_ps();
+        } else {
+          const float* p = io.partials + r * io.partials_row + t * 16;
+          v[r][t][0] = _mm256_load_ps(p);
+          v[r][t][1] = _mm256_load_ps(p + 8);
+        }
+      }
+  }
+
+  void finish(const TileIo& io) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; t++) {
+        if (io.last) {
+          io.y[t * io.ldy + r] = hsum(v[r][t][0], v[r][t][1]);
+        } else {
+          float* p = io.partials + r * io.partials_row + t * 16;
+          _mm256_store_ps(p, v[r][t][0]);
+          _mm256_store_ps(p + 8, v[r][t][1]);
+        }
+      }
+  }
+};
 
 // ---------------------------------------------------------------- bf16
 
@@ -100,16 +168,11 @@ struct Bf16Kernel {
   static int padded_cols(int cols) { return round_up(cols, 16); }
   static void permute(const float* x, int cols, float* xp) { permute_bf16(x, cols, xp); }
 
-  // y[t·ldy + r] for r < R, t < T: rows r0.. of W against tokens xp + t·ldx.
   template <int R, int T>
-  static void tile(const Mat& m, int r0, const float* xp, size_t ldx, float* y, size_t ldy) {
+  static void tile(const Mat& m, const TileIo& io) {
     const __m256i odd_mask = _mm256_set1_epi32(int(0xffff0000u));
-    const uint16_t* w = m.W + size_t(r0) * m.cols;
-    __m256 acc[R][T][2];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-      for (int t = 0; t < T; t++) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
+    const uint16_t* w = m.W + size_t(io.r0) * m.cols;
+    TileAcc<R, T> acc(io);
 
     auto block = [&](const __m256i (&v)[R], int c) {
       __m256 we[R], wo[R];
@@ -120,38 +183,39 @@ struct Bf16Kernel {
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; t++) {
-        __m256 xe = _mm256_load_ps(xp + t * ldx + c);
-        __m256 xo = _mm256_load_ps(xp + t * ldx + c + 8);
+        __m256 xe = _mm256_load_ps(io.xp + t * io.ldx + c);
+        __m256 xo = _mm256_load_ps(io.xp + t * io.ldx + c + 8);
+        if constexpr (R > 1) {
+          in_register(xe);
+          in_register(xo);
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-          acc[r][t][0] = _mm256_fmadd_ps(we[r], xe, acc[r][t][0]);
-          acc[r][t][1] = _mm256_fmadd_ps(wo[r], xo, acc[r][t][1]);
+          acc.v[r][t][0] = _mm256_fmadd_ps(we[r], xe, acc.v[r][t][0]);
+          acc.v[r][t][1] = _mm256_fmadd_ps(wo[r], xo, acc.v[r][t][1]);
         }
       }
     };
 
-    const int full = m.cols / 16 * 16;
-    for (int c = 0; c < full; c += 16) {
+    const int full_end = std::min(io.c1, m.cols / 16 * 16);
+    for (int c = io.c0; c < full_end; c += 16) {
       __m256i v[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; r++)
         v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + size_t(r) * m.cols + c));
       block(v, c);
     }
-    if (full < m.cols) {  // last partial block, zero-padded (x is padded too)
+    if (full_end < io.c1) {  // the row's last partial block, zero-padded (x is padded too)
       __m256i v[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; r++) {
         alignas(32) uint16_t tail[16] = {};
-        std::copy(w + size_t(r) * m.cols + full, w + size_t(r + 1) * m.cols, tail);
+        std::memcpy(tail, w + size_t(r) * m.cols + full_end, size_t(io.c1 - full_end) * 2);
         v[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
       }
-      block(v, full);
+      block(v, full_end);
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-      for (int t = 0; t < T; t++) y[t * ldy + r] = hsum(acc[r][t][0], acc[r][t][1]);
+    acc.finish(io);
   }
 };
 
@@ -165,7 +229,7 @@ struct MxMat {
 };
 
 // E2M1 code -> the high / low byte of its bf16 pattern (every E2M1 value is a
-// bf16 with a zero low half of the f32), for vpshufb.
+// bf16: the low half of its f32 is zero), for vpshufb.
 constexpr std::array<uint8_t, 32> e2m1_bf16_byte(int shift) {
   std::array<uint8_t, 32> t{};
   for (int i = 0; i < 32; i++) t[i] = uint8_t(std::bit_cast<uint32_t>(kE2M1[i % 16]) >> shift);
@@ -183,110 +247,160 @@ constexpr std::array<float, 256> make_e8m0_table() {
 }
 constexpr std::array<float, 256> kE8M0 = make_e8m0_table();
 
-// Column (within its group of 32) of element j of vector k (A..D) from
-// mx_decode: the low nibbles (even columns) land in the low 128-bit lane, the
-// high nibbles in the high lane; unpacklo/hi take bytes 0-7 / 8-15; the shift
-// keeps even 16-bit words, the mask odd ones.
-constexpr int mx_column(int k, int j) { return 16 * (k / 2) + 4 * (j % 4) + 2 * (k % 2) + j / 4; }
-
-void permute_mxfp4(const float* x, int cols, float* xp) {
-  for (int g = 0; g < cols; g += 32)
-    for (int k = 0; k < 4; k++)
-      for (int j = 0; j < 8; j++) xp[g + k * 8 + j] = x[g + mx_column(k, j)];
+// Column, within a pair of groups (64 columns), of element j of vector k as
+// mx_decode_pair emits them. The 32 packed bytes of groups g, g+1 sit in the
+// two 128-bit lanes, so elements 0-3 of every vector come from group g and
+// 4-7 from g+1. Vectors 0-3 hold the low nibbles (even columns), 4-7 the
+// high ones; in each half, unpacklo/hi take bytes 0-7 / 8-15 of the lane and
+// the shift / mask keep the even / odd byte of each pair.
+constexpr int mx_column(int k, int j) {
+  int byte = 8 * ((k % 4) / 2) + 2 * (j % 4) + k % 2;
+  return 32 * (j / 4) + 2 * byte + k / 4;
 }
 
-// The 32 weights of one group, scaled, as 4 vectors in the order mx_column gives.
-inline void mx_decode(const uint8_t* p, const float* scale, __m256 (&w)[4]) {
+// x for MXFP4: per 64 columns in mx_column order; an odd last group is padded
+// with zeros (its weights are decoded as zeros too).
+void permute_mxfp4(const float* x, int cols, float* xp) {
+  for (int base = 0; base < cols; base += 64)
+    for (int k = 0; k < 8; k++)
+      for (int j = 0; j < 8; j++) {
+        int c = base + mx_column(k, j);
+        xp[base + k * 8 + j] = c < cols ? x[c] : 0.0f;
+      }
+}
+
+// The 64 unscaled weights of a pair of groups (32 packed bytes), as 8 bf16
+// vectors widened to f32, passed to use(k, w) in order k = 0..7.
+template <class Use>
+inline void mx_decode_pair(__m256i packed, Use&& use) {
   const __m256i lut_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Hi.data()));
   const __m256i lut_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Lo.data()));
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
   const __m256i odd_mask = _mm256_set1_epi32(int(0xffff0000u));
-  __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
-  __m256i hb = _mm256_shuffle_epi8(lut_hi, codes);
-  __m256i lb = _mm256_shuffle_epi8(lut_lo, codes);
-  __m256i u0 = _mm256_unpacklo_epi8(lb, hb);
-  __m256i u1 = _mm256_unpackhi_epi8(lb, hb);
-  __m256 s = _mm256_broadcast_ss(scale);  // exact: value·2^k is representable
-  w[0] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(u0, 16)), s);
-  w[1] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(u0, odd_mask)), s);
-  w[2] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(u1, 16)), s);
-  w[3] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(u1, odd_mask)), s);
+  const __m256i codes[2] = {_mm256_and_si256(packed, nibble),
+                            _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble)};
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++) {
+    __m256i hb = _mm256_shuffle_epi8(lut_hi, codes[h]);
+    __m256i lb = _mm256_shuffle_epi8(lut_lo, codes[h]);
+    __m256i u0 = _mm256_unpacklo_epi8(lb, hb), u1 = _mm256_unpackhi_epi8(lb, hb);
+    use(4 * h + 0, _mm256_castsi256_ps(_mm256_slli_epi32(u0, 16)));
+    use(4 * h + 1, _mm256_castsi256_ps(_mm256_and_si256(u0, odd_mask)));
+    use(4 * h + 2, _mm256_castsi256_ps(_mm256_slli_epi32(u1, 16)));
+    use(4 * h + 3, _mm256_castsi256_ps(_mm256_and_si256(u1, odd_mask)));
+  }
 }
 
 struct MxKernel {
   using Mat = MxMat;
-  static int padded_cols(int cols) { return cols; }  // cols % 32 == 0
+  static int padded_cols(int cols) { return round_up(cols, 64); }
   static void permute(const float* x, int cols, float* xp) { permute_mxfp4(x, cols, xp); }
 
   template <int R, int T>
-  static void tile(const Mat& m, int r0, const float* xp, size_t ldx, float* y, size_t ldy) {
+  static void tile(const Mat& m, const TileIo& io) {
     const int groups = m.cols / 32;
-    const uint8_t* p = m.packed + size_t(r0) * (m.cols / 2);
-    const uint8_t* s = m.scale + size_t(r0) * groups;
-    __m256 acc[R][T][2];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-      for (int t = 0; t < T; t++) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
+    const size_t prow = size_t(m.cols) / 2, srow = size_t(groups);
+    const uint8_t* p = m.packed + size_t(io.r0) * prow;
+    const uint8_t* s = m.scale + size_t(io.r0) * srow;
+    TileAcc<R, T> acc(io);
 
-    for (int g = 0; g < groups; g++) {
-      __m256 w[R][4];
+    for (int g = io.c0 / 32; g < io.c1 / 32; g += 2) {
+      const bool pair = g + 1 < groups;
 #pragma GCC unroll 8
-      for (int r = 0; r < R; r++)
-        mx_decode(p + size_t(r) * (m.cols / 2) + g * 16, &kE8M0[s[size_t(r) * groups + g]], w[r]);
+      for (int r = 0; r < R; r++) {
+        const uint8_t* pr = p + size_t(r) * prow + size_t(g) * 16;
+        const uint8_t* sr = s + size_t(r) * srow + g;
+        __m256i v;
+        __m256 scale;
+        if (pair) [[likely]] {
+          v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pr));
+          scale = _mm256_set_m128(_mm_broadcast_ss(&kE8M0[sr[1]]), _mm_broadcast_ss(&kE8M0[sr[0]]));
+        } else {  // odd last group: the missing one decodes as zeros
+          v = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pr)));
+          scale = _mm256_broadcast_ss(&kE8M0[sr[0]]);
+        }
+        // Per group and token, two unscaled partial sums (even / odd vectors),
+        // then acc += partial · 2^(s-127), one FMA each.
+        __m256 part[T][2];
+        mx_decode_pair(v, [&](int k, __m256 w) {
 #pragma GCC unroll 8
-      for (int t = 0; t < T; t++) {
-        const float* xg = xp + t * ldx + g * 32;
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-          __m256 xv = _mm256_load_ps(xg + k * 8);
+          for (int t = 0; t < T; t++) {
+            __m256 xv = _mm256_load_ps(io.xp + t * io.ldx + size_t(g) * 32 + k * 8);
+            part[t][k & 1] = k < 2 ? _mm256_mul_ps(w, xv) : _mm256_fmadd_ps(w, xv, part[t][k & 1]);
+          }
+        });
 #pragma GCC unroll 8
-          for (int r = 0; r < R; r++) acc[r][t][k & 1] = _mm256_fmadd_ps(w[r][k], xv, acc[r][t][k & 1]);
+        for (int t = 0; t < T; t++) {
+          acc.v[r][t][0] = _mm256_fmadd_ps(part[t][0], scale, acc.v[r][t][0]);
+          acc.v[r][t][1] = _mm256_fmadd_ps(part[t][1], scale, acc.v[r][t][1]);
         }
       }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-      for (int t = 0; t < T; t++) y[t * ldy + r] = hsum(acc[r][t][0], acc[r][t][1]);
+    acc.finish(io);
   }
 };
 
 // ---------------------------------------------------------------- driver
 
-// `count` tokens against rows r0..r0+R-1: tiles of T tokens, then smaller ones.
+// `count` tokens against rows io.r0.. : tiles of T tokens, then smaller ones.
 template <class K, int R, int T>
-void tile_tokens(const typename K::Mat& m, int r0, const float* xp, size_t ldx, int count, float* y,
-                 size_t ldy) {
+void tile_tokens(const typename K::Mat& m, TileIo io, int count) {
   int t = 0;
-  for (; t + T <= count; t += T) K::template tile<R, T>(m, r0, xp + t * ldx, ldx, y + t * ldy, ldy);
+  for (; t + T <= count; t += T) {
+    K::template tile<R, T>(m, io);
+    io.xp += T * io.ldx;
+    io.y += T * io.ldy;
+    io.partials += T * 16;
+  }
   if constexpr (T > 1) {
-    if (t < count) tile_tokens<K, R, T - 1>(m, r0, xp + t * ldx, ldx, count - t, y + t * ldy, ldy);
+    if (t < count) tile_tokens<K, R, T - 1>(m, io, count - t);
   }
 }
 
 // Y[t][r] for t < n, r < rows; xp holds the n permuted tokens, ldx apart.
 template <class K, int R, int T>
 void run(const typename K::Mat& m, const float* xp, size_t ldx, int n, float* Y) {
-  const int rows = m.rows;
-  const int row_block = std::max<int>(R, int(kL2WeightBytes / m.row_bytes()) / R * R);
-  const int token_block = std::max<int>(T, int(kL2ActBytes / (ldx * sizeof(float))) / T * T);
+  const int rows = m.rows, cols = m.cols;
+  // One token: no blocking (the weights stream through once anyway).
+  const int chunk = n == 1 ? cols : kColumnChunk;
+  const int token_block = n == 1 ? 1 : std::max<int>(T, int(kL1ActBytes / (chunk * sizeof(float))) / T * T);
+  const int row_block = n == 1 ? rows : std::max<int>(R, int(kL2WeightBytes / m.row_bytes()) / R * R);
+  const bool chunked = chunk < cols;
   auto body = [&](int64_t g0, int64_t g1) {
     const int r_begin = int(g0) * R, r_end = std::min<int>(rows, int(g1) * R);
+    float* partials = chunked ? scratch(kPartials, size_t(row_block) * token_block * 16) : nullptr;
     for (int rb = r_begin; rb < r_end; rb += row_block) {
       const int rb_end = std::min(r_end, rb + row_block);
       for (int t0 = 0; t0 < n; t0 += token_block) {
         const int count = std::min(n - t0, token_block);
-        const float* xt = xp + size_t(t0) * ldx;
-        float* yt = Y + size_t(t0) * rows;
-        int r = rb;
-        for (; r + R <= rb_end; r += R) tile_tokens<K, R, T>(m, r, xt, ldx, count, yt + r, rows);
-        for (; r < rb_end; r++) tile_tokens<K, 1, T>(m, r, xt, ldx, count, yt + r, rows);
+        for (int c0 = 0; c0 < cols; c0 += chunk) {
+          TileIo io;
+          io.c0 = c0;
+          io.c1 = std::min(cols, c0 + chunk);
+          io.xp = xp + size_t(t0) * ldx;
+          io.ldx = ldx;
+          io.partials_row = size_t(token_block) * 16;
+          io.first = c0 == 0;
+          io.last = io.c1 == cols;
+          io.ldy = size_t(rows);
+          int r = rb;
+          for (; r < rb_end; r += R) {
+            io.r0 = r;
+            io.partials = partials + size_t(r - rb) * io.partials_row;
+            io.y = Y + size_t(t0) * rows + r;
+            if (r + R <= rb_end) {
+              tile_tokens<K, R, T>(m, io, count);
+            } else {
+              for (; io.r0 < rb_end; io.r0++, io.partials += io.partials_row, io.y++)
+                tile_tokens<K, 1, T>(m, io, count);
+            }
+          }
+        }
       }
     }
   };
   const int64_t groups = (rows + R - 1) / R;
-  if (size_t(rows) * size_t(m.cols) * size_t(n) < kParallelMinMacs)
+  if (size_t(rows) * size_t(cols) * size_t(n) < kParallelMinMacs)
     body(0, groups);
   else
     kernels::parallel_for(groups, body);
@@ -296,7 +410,7 @@ template <class K, int R, int T>
 void permute_and_run(const typename K::Mat& m, const float* X, int n, float* Y) {
   if (m.rows <= 0 || n <= 0) return;
   const size_t ldx = size_t(K::padded_cols(m.cols));
-  float* xp = scratch(ldx * size_t(n));
+  float* xp = scratch(kActivations, ldx * size_t(n));
   for (int t = 0; t < n; t++) K::permute(X + size_t(t) * m.cols, m.cols, xp + size_t(t) * ldx);
   run<K, R, T>(m, xp, ldx, n, Y);
 }
