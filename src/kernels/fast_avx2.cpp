@@ -84,13 +84,13 @@ inline void in_register(V& v) {
 // 64-byte aligned float scratch owned by the calling thread, one per purpose
 // (permuted activations on the caller, parked accumulators on each worker);
 // grows, never shrinks.
-enum ScratchSlot { kActivations, kPartials };
+enum ScratchSlot { kActivations, kPartials, kScratchSlots };
 float* scratch(ScratchSlot slot, size_t n) {
   struct Free {
     void operator()(float* p) const { std::free(p); }
   };
-  thread_local std::unique_ptr<float, Free> buf[2];
-  thread_local size_t cap[2] = {0, 0};
+  thread_local std::unique_ptr<float, Free> buf[kScratchSlots];
+  thread_local size_t cap[kScratchSlots] = {};
   if (n > cap[slot]) {
     size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
     buf[slot].reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
@@ -305,6 +305,42 @@ inline void mx_decode_pair(__m256i packed, Use&& use) {
   }
 }
 
+// The packed bytes of groups g, g+1 of a row and their scales, one per
+// 128-bit lane; an odd last group gets zeros (decoded as +0) in the high lane.
+inline void mx_load_pair(const uint8_t* prow, const uint8_t* srow, int g, int groups, __m256i* v,
+                         __m256* scale) {
+  const uint8_t* pr = prow + size_t(g) * 16;
+  if (g + 1 < groups) [[likely]] {
+    *v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pr));
+    *scale = _mm256_blend_ps(_mm256_broadcast_ss(&kE8M0[srow[g]]), _mm256_broadcast_ss(&kE8M0[srow[g + 1]]),
+                             0xf0);
+  } else {
+    *v = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pr)));
+    *scale = _mm256_broadcast_ss(&kE8M0[srow[g]]);
+  }
+}
+
+// One pair of groups against T tokens: per token two unscaled partial sums
+// (even / odd vectors, mul then FMAs in k order), then acc += partial · scale.
+template <int T, class Weights>
+inline void mx_pair_fma(Weights&& w, const float* xp, size_t ldx, __m256 scale, __m256 (&acc)[T][2]) {
+  __m256 part[T][2];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; k++) {
+    __m256 wk = w(k);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+      __m256 xv = _mm256_load_ps(xp + t * ldx + k * 8);
+      part[t][k & 1] = k < 2 ? _mm256_mul_ps(wk, xv) : _mm256_fmadd_ps(wk, xv, part[t][k & 1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; t++) {
+    acc[t][0] = _mm256_fmadd_ps(part[t][0], scale, acc[t][0]);
+    acc[t][1] = _mm256_fmadd_ps(part[t][1], scale, acc[t][1]);
+  }
+}
+
 struct MxKernel {
   using Mat = MxMat;
   static int padded_cols(int cols) { return round_up(cols, 64); }
@@ -317,39 +353,19 @@ struct MxKernel {
     const uint8_t* p = m.packed + size_t(io.r0) * prow;
     const uint8_t* s = m.scale + size_t(io.r0) * srow;
     TileAcc<R, T> acc(io);
-
     for (int g = io.c0 / 32; g < io.c1 / 32; g += 2) {
-      const bool pair = g + 1 < groups;
 #pragma GCC unroll 8
       for (int r = 0; r < R; r++) {
-        const uint8_t* pr = p + size_t(r) * prow + size_t(g) * 16;
-        const uint8_t* sr = s + size_t(r) * srow + g;
-        if (g % 4 == 0) prefetch_l1(pr + kMxPrefetchBytes);
-        if (g % 64 == 0) prefetch_l1(sr + kMxPrefetchBytes / 16);
+        const uint8_t* pr = p + size_t(r) * prow;
+        const uint8_t* sr = s + size_t(r) * srow;
+        if (g % 4 == 0) prefetch_l1(pr + size_t(g) * 16 + kMxPrefetchBytes);
+        if (g % 64 == 0) prefetch_l1(sr + g + kMxPrefetchBytes / 16);
         __m256i v;
         __m256 scale;
-        if (pair) [[likely]] {
-          v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pr));
-          scale = _mm256_blend_ps(_mm256_broadcast_ss(&kE8M0[sr[0]]), _mm256_broadcast_ss(&kE8M0[sr[1]]), 0xf0);
-        } else {  // odd last group: the missing one decodes as zeros
-          v = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pr)));
-          scale = _mm256_broadcast_ss(&kE8M0[sr[0]]);
-        }
-        // Per group and token, two unscaled partial sums (even / odd vectors),
-        // then acc += partial · 2^(s-127), one FMA each.
-        __m256 part[T][2];
-        mx_decode_pair(v, [&](int k, __m256 w) {
-#pragma GCC unroll 8
-          for (int t = 0; t < T; t++) {
-            __m256 xv = _mm256_load_ps(io.xp + t * io.ldx + size_t(g) * 32 + k * 8);
-            part[t][k & 1] = k < 2 ? _mm256_mul_ps(w, xv) : _mm256_fmadd_ps(w, xv, part[t][k & 1]);
-          }
-        });
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-          acc.v[r][t][0] = _mm256_fmadd_ps(part[t][0], scale, acc.v[r][t][0]);
-          acc.v[r][t][1] = _mm256_fmadd_ps(part[t][1], scale, acc.v[r][t][1]);
-        }
+        mx_load_pair(pr, sr, g, groups, &v, &scale);
+        __m256 w[8];
+        mx_decode_pair(v, [&](int k, __m256 wk) { w[k] = wk; });
+        mx_pair_fma<T>([&](int k) { return w[k]; }, io.xp + size_t(g) * 32, io.ldx, scale, acc.v[r]);
       }
     }
     acc.finish(io);
