@@ -109,6 +109,36 @@ void read_spans(const std::vector<Span>& spans) {
   }
 }
 
+// part(i, k): some work on the i-th of k shares (e.g. row ranges).
+using Part = std::function<void(int, int)>;
+
+// Runs the k shares of `part` on the pool, one per thread, and returns the
+// CPU time of the slowest (preemption left out).
+double slowest_thread_s(const Part& part) {
+  const int k = kernels::num_threads();
+  std::vector<double> cpu(k, 0.0);
+  kernels::parallel_for(k, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) {
+      double c0 = thread_cpu_s();
+      part(int(i), k);
+      cpu[i] = thread_cpu_s() - c0;
+    }
+  });
+  return *std::max_element(cpu.begin(), cpu.end());
+}
+
+double best_slowest_thread_s(int reps, const Part& part) {
+  part(0, 1);  // warm-up
+  double best = 1e30;
+  for (int i = 0; i < reps; i++) best = std::min(best, slowest_thread_s(part));
+  return best;
+}
+
+std::pair<int, int> row_range(int rows, int i, int parts) {
+  int r0 = rows / parts * i, r1 = i + 1 == parts ? rows : rows / parts * (i + 1);
+  return {r0, r1};
+}
+
 struct Lcg {
   uint64_t s;
   uint32_t next() {
@@ -196,23 +226,10 @@ int main(int argc, char** argv) {
     double kernel_wall_gbs = 0, ceiling_wall_gbs = 0;  // wall clock
   };
   // part(i, k): the kernel on the i-th of k row ranges; api(): the whole call.
-  using Part = std::function<void(int, int)>;
   auto measure = [&](const std::vector<Span>& spans, int nreps, const Part& part,
                      const std::function<void()>& api) {
     double bytes = 0;
     for (const Span& s : spans) bytes += double(s.bytes);
-    const int k = kernels::num_threads();
-    auto slowest_thread = [&](const Part& f) {
-      std::vector<double> cpu(k, 0.0);
-      kernels::parallel_for(k, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; i++) {
-          double c0 = thread_cpu_s();
-          f(int(i), k);
-          cpu[i] = thread_cpu_s() - c0;
-        }
-      });
-      return *std::max_element(cpu.begin(), cpu.end());
-    };
     auto read_part = [&](int i, int parts) {
       for (const Span& s : spans) {
         size_t b = s.bytes / parts * i, e = i + 1 == parts ? s.bytes : s.bytes / parts * (i + 1);
@@ -223,8 +240,8 @@ int main(int argc, char** argv) {
     api();
     Result r;
     for (int i = 0; i < nreps; i++) {
-      r.ceiling_gbs = std::max(r.ceiling_gbs, bytes / slowest_thread(read_part) / 1e9);
-      r.kernel_gbs = std::max(r.kernel_gbs, bytes / slowest_thread(part) / 1e9);
+      r.ceiling_gbs = std::max(r.ceiling_gbs, bytes / slowest_thread_s(read_part) / 1e9);
+      r.kernel_gbs = std::max(r.kernel_gbs, bytes / slowest_thread_s(part) / 1e9);
       double t0 = now_s();
       read_spans(spans);
       r.ceiling_wall_gbs = std::max(r.ceiling_wall_gbs, bytes / (now_s() - t0) / 1e9);
@@ -239,12 +256,8 @@ int main(int argc, char** argv) {
                 r.kernel_gbs, r.ceiling_gbs, r.kernel_gbs / r.ceiling_gbs, r.kernel_wall_gbs,
                 r.ceiling_wall_gbs, r.kernel_wall_gbs / r.ceiling_wall_gbs);
   };
-  auto row_range = [](int rows, int i, int parts) {
-    int r0 = rows / parts * i, r1 = i + 1 == parts ? rows : rows / parts * (i + 1);
-    return std::pair<int, int>{r0, r1};
-  };
   auto bf16_part = [&](const Bf16Matrix& m, const float* xv, float* yv) {
-    return [&m, xv, yv, row_range](int i, int parts) {
+    return [&m, xv, yv](int i, int parts) {
       auto [r0, r1] = row_range(m.rows, i, parts);
       fast::matvec_bf16(m.w + size_t(r0) * m.cols, r1 - r0, m.cols, xv, yv + r0);
     };
@@ -326,42 +339,51 @@ int main(int argc, char** argv) {
   kernels::set_num_threads(threads);
 
   // In cache: the kernels' own speed (decode + FMA), no memory limit.
-  std::printf("\n-- matvec, weights in cache (compute speed)\n");
+  std::printf("\n-- matvec, weights in cache (compute speed, %d threads)\n", threads);
   {
     Bf16Matrix small = make_bf16(rng, 256, 1024);
-    Timing tm = time_it(reps * 20, [&] { fast::matvec_bf16(small.w, 256, 1024, x.data(), y.data()); });
-    std::printf("bf16 256x1024 (512 KB), %d threads: %6.1f GB/s\n", threads, small.bytes() / tm.best / 1e9);
+    double t = best_slowest_thread_s(reps * 20, bf16_part(small, x.data(), y.data()));
+    std::printf("bf16 256x1024 (512 KB)                     %5.1f GB/s\n", small.bytes() / t / 1e9);
     std::free(small.w);
     MxMatrix m = make_mx(rng, 512, 2048);
-    tm = time_it(reps * 20, [&] { fast::matvec_mxfp4(m.packed, m.scale, 512, 2048, x.data(), y.data()); });
-    std::printf("mxfp4 512x2048 (544 KB), %d threads: %6.1f GB/s\n", threads, m.bytes() / tm.best / 1e9);
+    t = best_slowest_thread_s(reps * 20, [&](int i, int parts) { mx_rows(m, x.data(), y.data(), i, parts); });
+    std::printf("mxfp4 512x2048 (544 KB)                    %5.1f GB/s\n", m.bytes() / t / 1e9);
     std::free(m.packed);
     std::free(m.scale);
   }
 
   // ---- matmul: the weight is read once for all n tokens; compute-bound.
-  std::printf("\n-- matmul, %d threads (GFLOP/s = 2*rows*cols*n / time; x = speed-up over n matvecs)\n", threads);
-  Timing mv_bf16 = time_it(reps, [&] { fast::matvec_bf16(big.w, big.rows, big.cols, x.data(), y.data()); });
+  std::printf("\n-- matmul, %d threads (GFLOP/s = 2*rows*cols*n / time; x = speed-up over n matvecs)\n",
+              threads);
   std::vector<float> X = random_x(rng, size_t(64) * 7168);
+  std::vector<std::vector<float>> Yparts(threads, std::vector<float>(size_t(64) * 7168));
+  auto bf16_mm = [&](int n) {
+    return [&, n](int i, int parts) {
+      auto [r0, r1] = row_range(big.rows, i, parts);
+      fast::matmul_bf16(big.w + size_t(r0) * big.cols, r1 - r0, big.cols, X.data(), n, Yparts[i].data());
+    };
+  };
+  const MxMatrix& mx = w1[1];
+  auto mx_mm = [&](int n) {
+    return [&, n](int i, int parts) {
+      auto [r0, r1] = row_range(mx.rows, i, parts);
+      fast::matmul_mxfp4(mx.packed + size_t(r0) * mx.cols / 2, mx.scale + size_t(r0) * mx.cols / 32, r1 - r0,
+                         mx.cols, X.data(), n, Yparts[i].data());
+    };
+  };
+  double mv = best_slowest_thread_s(reps, bf16_part(big, x.data(), y.data()));
   for (int n : {2, 4, 8, 16, 32, 64}) {
     if (quick && n > 16) break;
-    Timing tm = time_it(std::max(3, reps / 3),
-                        [&] { fast::matmul_bf16(big.w, big.rows, big.cols, X.data(), n, y.data()); });
-    double flops = 2.0 * big.rows * big.cols * n;
-    std::printf("bf16 matmul 7168x7168, n=%-3d %15.1f ms  %6.1f GFLOP/s  %5.1fx\n", n, tm.best * 1e3,
-                flops / tm.best / 1e9, mv_bf16.best * n / tm.best);
+    double t = best_slowest_thread_s(std::max(3, reps / 3), bf16_mm(n));
+    std::printf("bf16 matmul 7168x7168 (from memory), n=%-3d %7.1f ms  %6.1f GFLOP/s  %4.1fx\n", n, t * 1e3,
+                2.0 * big.rows * big.cols * n / t / 1e9, mv * n / t);
   }
-  Timing mv_mx = time_it(reps, [&] {
-    fast::matvec_mxfp4(w1[1].packed, w1[1].scale, 3072, 3584, h.data(), g.data());
-  });
+  mv = best_slowest_thread_s(reps, [&](int i, int parts) { mx_rows(mx, h.data(), g.data(), i, parts); });
   for (int n : {2, 4, 8, 16, 32, 64}) {
     if (quick && n > 16) break;
-    Timing tm = time_it(std::max(3, reps / 3), [&] {
-      fast::matmul_mxfp4(w1[1].packed, w1[1].scale, 3072, 3584, X.data(), n, y.data());
-    });
-    double flops = 2.0 * 3072 * 3584 * n;
-    std::printf("mxfp4 matmul 3072x3584, n=%-3d %14.1f ms  %6.1f GFLOP/s  %5.1fx\n", n, tm.best * 1e3,
-                flops / tm.best / 1e9, mv_mx.best * n / tm.best);
+    double t = best_slowest_thread_s(std::max(3, reps / 3), mx_mm(n));
+    std::printf("mxfp4 matmul 3072x3584 (in L3), n=%-3d %11.1f ms  %6.1f GFLOP/s  %4.1fx\n", n, t * 1e3,
+                2.0 * mx.rows * mx.cols * n / t / 1e9, mv * n / t);
   }
 
   // ---- pool overhead: a job of `threads` chunks of ~20 us of arithmetic each,
