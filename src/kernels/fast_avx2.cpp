@@ -56,6 +56,7 @@ constexpr int kMxMatmulRows = 1;
 constexpr int kMxMatmulTokens = 2;
 constexpr size_t kL2WeightBytes = 256 << 10;  // weight rows kept hot per row block (L2)
 constexpr size_t kL1ActBytes = 16 << 10;      // activations of a token block × column chunk (L1)
+constexpr size_t kL2ActBytes = 256 << 10;     // activations of a token block, whole rows (L2)
 constexpr int kColumnChunk = 512;             // columns per chunk (a multiple of 64)
 // Below this many multiply-adds a call runs on the calling thread alone: waking
 // the pool costs more than it saves.
@@ -176,6 +177,7 @@ void permute_bf16(const float* x, int cols, float* xp) {
 
 struct Bf16Kernel {
   using Mat = Bf16Mat;
+  static constexpr bool kColumnChunks = true;
   static int padded_cols(int cols) { return round_up(cols, 16); }
   static void permute(const float* x, int cols, float* xp) { permute_bf16(x, cols, xp); }
 
@@ -343,6 +345,7 @@ inline void mx_pair_fma(Weights&& w, const float* xp, size_t ldx, __m256 scale, 
 
 struct MxKernel {
   using Mat = MxMat;
+  static constexpr bool kColumnChunks = false;
   static int padded_cols(int cols) { return round_up(cols, 64); }
   static void permute(const float* x, int cols, float* xp) { permute_mxfp4(x, cols, xp); }
 
@@ -394,8 +397,12 @@ template <class K, int R, int T>
 void run(const typename K::Mat& m, const float* xp, size_t ldx, int n, float* Y) {
   const int rows = m.rows, cols = m.cols;
   // One token: no blocking (the weights stream through once anyway).
-  const int chunk = n == 1 ? cols : kColumnChunk;
-  const int token_block = n == 1 ? 1 : std::max<int>(T, int(kL1ActBytes / (chunk * sizeof(float))) / T * T);
+  // bf16 is FMA-bound with many tokens and wants their activations in L1:
+  // column chunks. MXFP4 is decode-bound; whole rows, activations from L2.
+  const int chunk = n == 1 || !K::kColumnChunks ? cols : kColumnChunk;
+  const size_t act_budget = K::kColumnChunks ? kL1ActBytes : kL2ActBytes;
+  const int token_block =
+      n == 1 ? 1 : std::max<int>(T, int(act_budget / (std::min<size_t>(chunk, ldx) * sizeof(float))) / T * T);
   const int row_block = n == 1 ? rows : std::max<int>(R, int(kL2WeightBytes / m.row_bytes()) / R * R);
   const bool chunked = chunk < cols;
   auto body = [&](int64_t g0, int64_t g1) {
