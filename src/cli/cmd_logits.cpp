@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/expert_stats.h"
 #include "cli/token_list.h"
 #include "engine/session.h"
 #include "store/atomic_file.h"
@@ -15,6 +16,7 @@ namespace {
 
 struct LogitsArgs {
   std::string model, tokens, out, mode = "prefill";
+  bool stats = false;
 };
 
 int run_logits(const LogitsArgs& a) {
@@ -35,6 +37,7 @@ int run_logits(const LogitsArgs& a) {
     }
   }
   write_file_atomic(a.out, all.data(), all.size() * sizeof(float));
+  if (a.stats) std::fprintf(stderr, "%s\n", expert_stats_json(*model, int(ids.size())).c_str());
   return 0;
 }
 
@@ -46,6 +49,7 @@ Command reg("logits", "Write the logits at every position of the given tokens (f
               sub.add_option("--out", a->out, "Output file")->required();
               sub.add_option("--mode", a->mode, "prefill (one batch) or step (one token at a time)")
                   ->check(CLI::IsMember({"prefill", "step"}));
+              sub.add_flag("--stats", a->stats, "Print where expert bytes came from (JSON on stderr)");
               *action = [a] { return run_logits(*a); };
             });
 

@@ -18,6 +18,7 @@
 #include "k3/layers.h"
 #include "kernels/fast.h"
 #include "kernels/ref.h"
+#include "store/http_experts.h"
 
 namespace sluice {
 
@@ -26,7 +27,7 @@ std::unique_ptr<Model> open_model(const std::string& dir) {
   m->ck = open_checkpoint(dir);
   m->globals = load_global_weights(m->ck);
   for (int l = 0; l < m->ck.config.num_hidden_layers; l++) m->layers.push_back(load_layer_weights(m->ck, l));
-  m->experts = make_pread_expert_source(m->ck);
+  m->experts = make_expert_source_for(m->ck);  // pread, or HTTP for a stream-mode install
   return m;
 }
 
