@@ -127,7 +127,7 @@ struct Setup {
   std::mutex manifest_mu;
   SetupManifest manifest;
 
-  std::atomic<uint64_t> done_bytes{0}, fetched_bytes{0};
+  std::atomic<uint64_t> total_bytes{0}, done_bytes{0}, fetched_bytes{0};
   std::atomic<int> files_done{0};
 
   explicit Setup(const SetupOptions& o) : opt(o) {}
@@ -297,6 +297,7 @@ void prepare_stream(Setup& s, HttpClient& http, Item& it) {
   it.runs = spine_runs(h);
   it.final_bytes = it.header_bytes.size();
   for (const ByteRun& r : it.runs) it.final_bytes += r.length;
+  s.total_bytes += it.final_bytes;
 }
 
 void fetch_stream(Setup& s, HttpClient& http, Item& it) {
@@ -477,7 +478,6 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
   const auto t0 = std::chrono::steady_clock::now();
   Setup s(opt);
   make_dirs(opt.dest);
-  make_dirs(opt.dest + "/" + kPartialDirName);
 
   // The file list.
   HttpClient api(opt.http);
@@ -518,6 +518,7 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
       it.skip = true;
     }
     if (it.stream && !it.skip) it.final_bytes = 0;  // known once the header is read
+    s.total_bytes += it.final_bytes;
     if (it.skip) {
       s.done_bytes += it.final_bytes;
       s.files_done++;
@@ -530,7 +531,7 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
   auto tick = [&](bool final) {
     if (!on_progress) return;
     SetupProgress p;
-    for (const Item& it : s.items) p.total_bytes += it.final_bytes;
+    p.total_bytes = s.total_bytes;
     p.done_bytes = s.done_bytes;
     p.fetched_bytes = s.fetched_bytes;
     p.files_total = int(s.items.size());
@@ -588,6 +589,7 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
   result.files_fetched = int(todo.size() - errors.size());
   result.bytes_fetched = body_bytes + api.counters().body_bytes;
   tick(true);
+  ::rmdir((opt.dest + "/" + kPartialDirName).c_str());  // only if empty
   if (!errors.empty()) fail_with(opt.dest, errors);
 
   // Finish: the model directory must open, and say where experts come from.
@@ -633,7 +635,6 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
     }
     remove_span_cache(opt.dest + "/" + kSpanCacheDirName);
   }
-  ::rmdir((opt.dest + "/" + kPartialDirName).c_str());  // only if empty
   return result;
 }
 

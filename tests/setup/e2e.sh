@@ -19,9 +19,10 @@ same_as_fixture "$T/full"
 [ -f "$T/full/.sluice-setup.json" ] || die "no setup manifest"
 [ ! -e "$T/full/.sluice-stream.json" ] || die "full install has a stream manifest"
 [ ! -e "$T/full/.partial" ] || die "partial directory left behind"
-log_since "$m" | grep -q "GET \"/api/models/$REPO/revision/main?blobs=true\" 200 .*auth=\"Bearer $TOKEN\"" \
+log_since "$m" > "$T/since"
+grep -q "GET \"/api/models/$REPO/revision/main?blobs=true\" 200 .*auth=\"Bearer $TOKEN\"" "$T/since" \
   || die "the file list was not asked for with ?blobs=true and the token"
-log_since "$m" | grep -q "\"/$REPO/resolve/$COMMIT/config.json\" 302" || die "files not fetched at the pinned commit"
+grep -q "\"/$REPO/resolve/$COMMIT/config.json\" 302" "$T/since" || die "files not fetched at the pinned commit"
 "$SLUICE" verify --model "$T/full"
 "$SLUICE" logits --model "$T/full" --tokens $TOKENS --out "$T/full.f32" --stats 2> "$T/full.stats"
 grep -q '"expert_source":"local"' "$T/full.stats" || die "full install does not read experts locally"
@@ -32,6 +33,14 @@ m=$(log_mark)
 cat "$T/out"
 grep -q "0 files fetched, 7 already complete" "$T/out" || die "rerun did not skip complete files"
 [ "$(log_since "$m" | grep -c resolve/ || true)" = 0 ] || die "rerun downloaded files again"
+
+step "files already in place but not in the manifest are hashed, not downloaded"
+rm "$T/full/.sluice-setup.json"
+m=$(log_mark)
+"$SLUICE" setup --repo $REPO --hub "$HUB" --dest "$T/full" --full > "$T/out"
+grep -q "0 files fetched, 7 already complete" "$T/out" || { cat "$T/out"; die "existing files were not adopted"; }
+[ "$(log_since "$m" | grep -c resolve/ || true)" = 0 ] || die "adopting made file requests"
+"$SLUICE" verify --model "$T/full"
 
 step "full install without a token is refused clearly"
 HF_TOKEN= must_fail "$SLUICE" setup --repo $REPO --hub "$HUB" --dest "$T/notoken" --full
@@ -66,7 +75,8 @@ cmp "$T/full.f32" "$T/stream1.f32" || die "stream logits differ from full logits
 [ "$(stat_field "$T/s1" spans_fetched)" = "$(stat_field "$T/s1" spans_requested)" ] || die "fetched != requested"
 ranged=$(log_since "$m" | grep -c '\.safetensors" 206' || true)
 [ "$ranged" = "$(stat_field "$T/s1" spans_fetched)" ] || die "expected one 206 per span, saw $ranged"
-log_since "$m" | grep -q 'req=[2-9]' || die "no keep-alive connection reuse"
+log_since "$m" > "$T/since"
+grep -q 'req=[2-9]' "$T/since" || die "no keep-alive connection reuse"
 m=$(log_mark)
 "$SLUICE" logits --model "$T/stream" --tokens $TOKENS --out "$T/stream2.f32" --stats 2> "$T/s2"
 cat "$T/s2"
@@ -80,7 +90,7 @@ cmp "$T/run.out" "$T/run.full" || die "greedy tokens differ between stream and f
 grep -q network_bytes_per_token "$T/run.stats" || die "run --stats has no per-token network bytes"
 
 step "a corrupted cache entry: verify finds it, repair deletes it, the engine refetches"
-entry=$(ls "$T/stream/.span-cache" | head -1)
+entry=$(ls "$T/stream/.span-cache" | sed -n 1p)
 printf '\xff' | dd of="$T/stream/.span-cache/$entry" bs=1 seek=100 conv=notrunc status=none
 must_fail "$SLUICE" verify --model "$T/stream" > "$T/v1"
 grep -q "PROBLEM .*$entry.*sha256 mismatch" "$T/v1" || { cat "$T/v1"; die "verify missed the bad entry"; }
@@ -88,7 +98,7 @@ grep -q "PROBLEM .*$entry.*sha256 mismatch" "$T/v1" || { cat "$T/v1"; die "verif
 grep -q "repaired: deleted" "$T/v2" || { cat "$T/v2"; die "repair did not delete"; }
 [ ! -e "$T/stream/.span-cache/$entry" ] || die "bad entry still there"
 "$SLUICE" verify --model "$T/stream"
-entry=$(ls "$T/stream/.span-cache" | head -1)
+entry=$(ls "$T/stream/.span-cache" | sed -n 1p)
 printf '\x00\x01' | dd of="$T/stream/.span-cache/$entry" bs=1 seek=7 conv=notrunc status=none
 "$SLUICE" logits --model "$T/stream" --tokens $TOKENS --out "$T/stream3.f32" --stats 2> "$T/s3"
 cat "$T/s3"

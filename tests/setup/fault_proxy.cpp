@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -44,7 +45,7 @@ struct Rule {
   std::atomic<long> seen{0};
 };
 
-std::vector<Rule*> g_rules;
+std::deque<Rule> g_rules;  // a deque: rules hold atomics and never move
 int g_upstream = 0;
 std::mutex g_log_mu;
 FILE* g_log = nullptr;
@@ -54,8 +55,8 @@ FILE* g_log = nullptr;
   std::exit(2);
 }
 
-Rule* parse_rule(const std::string& spec) {
-  auto* r = new Rule;
+void parse_rule(const std::string& spec) {
+  Rule* r = &g_rules.emplace_back();
   size_t start = 0;
   while (start < spec.size()) {
     size_t comma = spec.find(',', start);
@@ -74,7 +75,6 @@ Rule* parse_rule(const std::string& spec) {
     start = comma + 1;
   }
   if (r->action.empty()) die("rule without an action: " + spec);
-  return r;
 }
 
 bool send_all(int fd, const char* p, size_t n) {
@@ -176,7 +176,8 @@ void serve(int fd) {
   std::string auth = req.fields.count("authorization") ? req.fields["authorization"] : "";
 
   Rule* rule = nullptr;
-  for (Rule* r : g_rules) {
+  for (Rule& rule_ref : g_rules) {
+    Rule* r = &rule_ref;
     if (!matches(target, r->match)) continue;
     if ((r->ranged == "yes" && range.empty()) || (r->ranged == "no" && !range.empty())) continue;
     long n = r->seen++;
@@ -248,7 +249,7 @@ int main(int argc, char** argv) {
     if (a == "--upstream") g_upstream = std::atoi(v.c_str());
     else if (a == "--port-file") port_file = v;
     else if (a == "--log") log_file = v;
-    else if (a == "--rule") g_rules.push_back(parse_rule(v));
+    else if (a == "--rule") parse_rule(v);
     else die("unknown option " + a);
   }
   if (!g_upstream || port_file.empty() || log_file.empty()) die("need --upstream, --port-file and --log");

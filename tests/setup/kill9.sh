@@ -42,8 +42,8 @@ echo "killed with $S3 at $have of $(size_of $S3) bytes"
 mark=$(wc -l < "$LOG")
 "$SLUICE" setup --repo $REPO --hub "http://127.0.0.1:$NGINX_PORT" --dest "$T/full" --full
 rerun=$(tail -n +$((mark + 1)) "$LOG")
-echo "$rerun" | grep -q "$S1" && die "the rerun downloaded the finished $S1 again"
-echo "$rerun" | grep -q "\"/cdn/.*$S3\" 206 $(($(size_of $S3) - have)) \"bytes=$have-" \
+grep -q "$S1" <<< "$rerun" && die "the rerun downloaded the finished $S1 again"
+grep -q "\"/cdn/.*$S3\" 206 $(($(size_of $S3) - have)) \"bytes=$have-" <<< "$rerun" \
   || { echo "$rerun"; die "the rerun did not resume $S3 from byte $have"; }
 same_as_fixture "$T/full"
 "$SLUICE" verify --model "$T/full"
@@ -65,7 +65,7 @@ stop_proxy
 mark=$(wc -l < "$LOG")
 "$SLUICE" setup --repo $REPO --hub "http://127.0.0.1:$NGINX_PORT" --dest "$T/stream" --stream
 rerun=$(tail -n +$((mark + 1)) "$LOG")
-echo "$rerun" | grep -q "$S1" && die "the rerun fetched the finished $S1 again"
+grep -q "$S1" <<< "$rerun" && die "the rerun fetched the finished $S1 again"
 spine3=$(grep -A8 "\"$S3\": {" "$T/stream/.sluice-setup.json" | grep -o '"spine_bytes": [0-9]*' | grep -o '[0-9]*$')
 got3=$(echo "$rerun" | grep "/cdn/.*$S3\" 206" | awk '{s += $4} END {print s + 0}')
 echo "rerun fetched $got3 of $S3's $spine3 header+spine bytes"

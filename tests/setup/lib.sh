@@ -1,6 +1,8 @@
 # tests/setup/lib.sh — shared pieces of the setup tests: a hub-layout tree of
 # the k3-tiny fixture, a real nginx serving it on a loopback port, helpers.
 # Sourced by e2e.sh, faults.sh and kill9.sh; needs bash, coreutils, nginx.
+# Under pipefail, never end a pipe in `grep -q` or `head`: the writer gets
+# SIGPIPE and the pipe fails at random. Grep files or here-strings instead.
 set -euo pipefail
 
 SLUICE=${SLUICE:?}
