@@ -3,11 +3,12 @@
 //                [--max-cache-bytes N] [--jobs N] [--connections N] [--skip-space-check]
 //                [--retries N] [--stall-timeout S] [--backoff-ms MS]
 // Progress goes to stderr: one redrawn line on a terminal, a plain line every
-// few seconds otherwise. $HF_TOKEN, when set, is sent as a bearer token.
+// few seconds otherwise; the rate (and so the ETA) is over the last 10 seconds. $HF_TOKEN, when set, is sent as a bearer token.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <string>
 
 #include "base/error.h"
@@ -78,8 +79,14 @@ int run_setup_cmd(const SetupArgs& a) {
 
   const bool tty = ::isatty(2);
   double last_line = -1e9;
+  std::deque<std::pair<double, uint64_t>> samples;  // (seconds, fetched bytes) over the last 10 s
   auto progress = [&](const SetupProgress& p) {
-    const double rate = p.seconds > 0 ? double(p.fetched_bytes) / p.seconds : 0;
+    samples.emplace_back(p.seconds, p.fetched_bytes);
+    while (samples.size() > 2 && samples.front().first < p.seconds - 10) samples.pop_front();
+    const double window = p.seconds - samples.front().first;
+    const double rate = window > 0.5 ? double(p.fetched_bytes - samples.front().second) / window
+                        : p.seconds > 0 ? double(p.fetched_bytes) / p.seconds
+                                        : 0;
     const double left = double(p.total_bytes > p.done_bytes ? p.total_bytes - p.done_bytes : 0);
     const double pct = p.total_bytes ? 100.0 * double(p.done_bytes) / double(p.total_bytes) : 100.0;
     std::string line = human_bytes(double(p.done_bytes)) + " of " + human_bytes(double(p.total_bytes)) + " (" +
