@@ -593,7 +593,12 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
   if (!errors.empty()) fail_with(opt.dest, errors);
 
   // Finish: the model directory must open, and say where experts come from.
-  Checkpoint ck = open_checkpoint(opt.dest);
+  Checkpoint ck;
+  try {
+    ck = open_checkpoint(opt.dest);
+  } catch (const Error& e) {
+    fail(opt.dest, std::string("the files are installed, but they are not a checkpoint sluice can open: ") + e.what());
+  }
   if (opt.mode == SetupMode::stream) {
     StreamManifest sm;
     sm.hub = opt.source.hub;
