@@ -10,6 +10,7 @@
 // and at the end logits = lm_head · RMSNorm(AttnRes(B ++ [P]; u_out)).
 #include "k3/model.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,8 @@
 #include "k3/layers.h"
 #include "kernels/fast.h"
 #include "kernels/ref.h"
+#include "store/http_experts.h"
+#include "store/setup_manifest.h"
 
 namespace sluice {
 
@@ -69,13 +72,24 @@ MemoryPlan plan_memory(const Checkpoint& ck, const ModelOptions& opt) {
   return p;
 }
 
+namespace {
+
+bool is_stream_install(const std::string& dir) {
+  struct stat st;
+  return ::stat((dir + "/" + kStreamManifestName).c_str(), &st) == 0;
+}
+
+}  // namespace
+
 std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt) {
   auto m = std::make_unique<Model>();
   m->ck = open_checkpoint(dir);
   m->plan = plan_memory(m->ck, opt);
   m->globals = load_global_weights(m->ck);
   m->spine = std::make_unique<Spine>(m->ck, m->plan.spine_resident);
-  if (opt.pread_experts || m->ck.config.num_experts == 0) {
+  if (is_stream_install(dir)) {
+    m->experts = make_expert_source_for(m->ck);  // experts fetched over HTTP into the span cache
+  } else if (opt.pread_experts || m->ck.config.num_experts == 0) {
     m->experts = make_pread_expert_source(m->ck);
   } else {
     DirectSourceOptions d;
