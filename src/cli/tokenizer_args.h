@@ -1,8 +1,8 @@
 // cli/tokenizer_args.h — the options `tokenize` and `detokenize` share to pick a vocabulary.
 //
 // --model DIR loads K3's files from a model directory; --tiktoken FILE loads any
-// tiktoken vocabulary (optionally --config for special tokens and --pattern /
-// --pattern-file for its split pattern; K3's pattern by default).
+// tiktoken vocabulary (optionally --config for special tokens, --pattern /
+// --pattern-file for its split pattern, K3's by default, and --safety-splits).
 #pragma once
 #include <fstream>
 #include <sstream>
@@ -17,6 +17,7 @@ namespace sluice::cli {
 
 struct TokenizerArgs {
   std::string model_dir, tiktoken, config, pattern, pattern_file;
+  bool safety_splits = false;
 };
 
 inline void add_tokenizer_options(CLI::App& sub, TokenizerArgs& a) {
@@ -26,6 +27,8 @@ inline void add_tokenizer_options(CLI::App& sub, TokenizerArgs& a) {
   sub.add_option("--config", a.config, "tokenizer_config.json with special tokens (with --tiktoken)")->needs(tk);
   auto* pat = sub.add_option("--pattern", a.pattern, "split pattern (with --tiktoken; default: K3's)")->needs(tk);
   sub.add_option("--pattern-file", a.pattern_file, "file holding the split pattern")->needs(tk)->excludes(pat);
+  sub.add_flag("--safety-splits", a.safety_splits, "K3's 400,000/25,000-char cuts (with --tiktoken; --model has them)")
+      ->needs(tk);
 }
 
 inline text::Tokenizer load_tokenizer(const TokenizerArgs& a) {
@@ -40,7 +43,7 @@ inline text::Tokenizer load_tokenizer(const TokenizerArgs& a) {
     pattern = ss.str();
     while (!pattern.empty() && (pattern.back() == '\n' || pattern.back() == '\r')) pattern.pop_back();
   }
-  return text::Tokenizer::from_files(a.tiktoken, a.config, pattern);
+  return text::Tokenizer::from_files(a.tiktoken, a.config, pattern, a.safety_splits);
 }
 
 inline std::string read_input_file(const std::string& path) {

@@ -43,6 +43,8 @@ TEST(Pretokenizer, K3Words) {
   EXPECT_EQ(split(k3(), "don't DON'T We'LL"), (V{"don't", " DON'T", " We'LL"}));
   EXPECT_EQ(split(k3(), "camelCaseWords HTTPServer"), (V{"camel", "Case", "Words", " HTTPServer"}));
   EXPECT_EQ(split(k3(), "snake_case"), (V{"snake", "_case"}));
+  // (?i) uses Unicode simple case folding, as Rust's regex does: 'ſ (U+017F) is 's.
+  EXPECT_EQ(split(k3(), "it'ſ it'x"), (V{"it'ſ", " it", "'x"}));
 }
 
 TEST(Pretokenizer, K3Numbers) {

@@ -102,7 +102,7 @@ void safety_split(std::string_view text, Fn&& fn) {
       size_t len = 1;
       bool space;
       if (u[i] < 0x80) {
-        space = python_isspace(u[i]);
+        space = (u[i] >= 0x09 && u[i] <= 0x0D) || (u[i] >= 0x1C && u[i] <= 0x20);  // python_isspace
       } else {
         Utf8Step st = utf8_step(u + i, n - i);
         space = st.kind == Utf8Kind::valid && python_isspace(st.codepoint);
@@ -125,16 +125,29 @@ void safety_split(std::string_view text, Fn&& fn) {
 
 // ---- rank table ----
 
-int RankTable::find(const char* p, size_t n) const {
-  uint64_t h = hash_bytes(p, n);
-  uint32_t tag = uint32_t(h >> 32);
+namespace {
+inline uint64_t head_bytes(const char* p, size_t n) {
+  uint64_t w = 0;
+  std::memcpy(&w, p, n < 8 ? n : 8);
+  return w;
+}
+}  // namespace
+
+uint64_t RankTable::hash(const char* p, size_t n) { return hash_bytes(p, n); }
+
+int RankTable::find(const char* p, size_t n) const { return find_hashed(p, n, hash_bytes(p, n)); }
+
+int RankTable::find_hashed(const char* p, size_t n, uint64_t h) const {
+  uint64_t head = head_bytes(p, n);
+  uint16_t len = uint16_t(n < 65535 ? n : 65535), tag = uint16_t(h >> 48);
   for (uint64_t i = h & mask;; i = (i + 1) & mask) {
-    Slot s = slots[i];
-    if (!s.rank_plus1) return -1;
-    if (s.tag == tag) {
-      uint32_t r = s.rank_plus1 - 1;
-      uint32_t off = offsets[r];
-      if (offsets[r + 1] - off == n && std::memcmp(arena.data() + off, p, n) == 0) return int(r);
+    const Slot& s = slots[i];
+    if (s.len == 0) return -1;
+    if (s.len == len && s.head == head && s.tag == tag) {
+      if (n <= 8) return int(s.rank);
+      uint32_t off = offsets[s.rank];
+      if (offsets[s.rank + 1] - off == n && std::memcmp(arena.data() + off + 8, p + 8, n - 8) == 0)
+        return int(s.rank);
     }
   }
 }
@@ -142,15 +155,16 @@ int RankTable::find(const char* p, size_t n) const {
 int RankTable::build_index() {
   size_t cap = 16;
   while (cap < size_t(size()) * 2) cap <<= 1;
-  slots.assign(cap, Slot{0, 0});
+  slots.assign(cap, Slot{0, 0, 0, 0});
   mask = cap - 1;
   for (int r = 0; r < size(); r++) {
     std::string_view b = bytes(r);
     if (find(b.data(), b.size()) >= 0) return r;
     uint64_t h = hash_bytes(b.data(), b.size());
     uint64_t i = h & mask;
-    while (slots[i].rank_plus1) i = (i + 1) & mask;
-    slots[i] = Slot{uint32_t(r + 1), uint32_t(h >> 32)};
+    while (slots[i].len) i = (i + 1) & mask;
+    slots[i] = Slot{head_bytes(b.data(), b.size()), uint32_t(r),
+                    uint16_t(b.size() < 65535 ? b.size() : 65535), uint16_t(h >> 48)};
   }
   return -1;
 }
@@ -158,12 +172,14 @@ int RankTable::build_index() {
 // ---- loading ----
 
 Tokenizer Tokenizer::load(const std::string& model_dir) {
-  return from_files(model_dir + "/tiktoken.model", model_dir + "/tokenizer_config.json", kK3Pattern);
+  return from_files(model_dir + "/tiktoken.model", model_dir + "/tokenizer_config.json", kK3Pattern,
+                    /*safety_splits=*/true);
 }
 
 Tokenizer Tokenizer::from_files(const std::string& tiktoken_path, const std::string& config_path,
-                                std::string_view pattern) {
+                                std::string_view pattern, bool safety_splits) {
   Tokenizer tok{Pretokenizer(pattern)};
+  tok.safety_splits_ = safety_splits;
   RankTable& rt = tok.ranks_;
 
   std::string text = read_whole_file(tiktoken_path);
@@ -318,7 +334,16 @@ void Tokenizer::bpe_linear(std::string_view piece, std::vector<int>& out) const 
     tok[i] = uint32_t(byte_rank_[static_cast<unsigned char>(p[i])]);
   }
   start[n] = uint32_t(n);
-  for (size_t i = 0; i + 1 < n; i++) pair[i] = pair_rank(i, i + 2);
+  // The first round of lookups is independent: prefetch them all.
+  uint64_t hashes[kLinearBpeMax];
+  for (size_t i = 0; i + 1 < n; i++) {
+    hashes[i] = RankTable::hash(p + i, 2);
+    ranks_.prefetch(hashes[i]);
+  }
+  for (size_t i = 0; i + 1 < n; i++) {
+    int r = ranks_.find_hashed(p + i, 2, hashes[i]);
+    pair[i] = r < 0 ? kNoRank : uint32_t(r);
+  }
   pair[n - 1] = kNoRank;
   size_t parts = n;
   while (parts > 1) {
@@ -404,6 +429,10 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool allow_special) co
 
 void Tokenizer::encode_into(std::string_view text, bool allow_special, std::vector<int>& out) const {
   PieceMatcher matcher(pre_);
+  if (!safety_splits_) {
+    encode_slice(text, allow_special, matcher, out);
+    return;
+  }
   safety_split(text, [&](std::string_view slice) { encode_slice(slice, allow_special, matcher, out); });
 }
 

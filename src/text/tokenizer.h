@@ -13,7 +13,7 @@
 // `<|reserved_token_<id>|>`.
 //
 // Encoding (spec §6.2): safety splits (400,000-char slices, same-class runs of
-// at most 25,000 chars), special tokens only when allow_special, pre-tokenizer
+// at most 25,000 chars; K3 only), special tokens only when allow_special, pre-tokenizer
 // pattern, then per piece the lowest-rank-first byte-pair merge. Bytes that are
 // not valid UTF-8 never reach the pattern: each becomes its own single-byte
 // token, so encode/decode_bytes round-trips any byte string.
@@ -32,13 +32,17 @@
 
 namespace sluice::text {
 
-// Byte string -> rank, open addressing over one arena of token bytes.
+// Byte string -> rank, open addressing over one arena of token bytes. A slot
+// holds a token's first 8 bytes and its length, so tokens of up to 8 bytes (most
+// BPE lookups) are resolved with one memory access.
 struct RankTable {
   std::string arena;              // all token bytes back to back
   std::vector<uint32_t> offsets;  // token r is arena[offsets[r], offsets[r+1])
   struct Slot {
-    uint32_t rank_plus1;  // 0: empty
-    uint32_t tag;         // high hash bits, checked before comparing bytes
+    uint64_t head;  // first min(len, 8) bytes, zero-padded
+    uint32_t rank;
+    uint16_t len;   // 0: empty slot (no token is empty); saturates at 65535
+    uint16_t tag;   // hash bits, checked before the arena for longer tokens
   };
   std::vector<Slot> slots;
   uint64_t mask = 0;
@@ -48,16 +52,24 @@ struct RankTable {
     return std::string_view(arena).substr(offsets[rank], offsets[rank + 1] - offsets[rank]);
   }
   int find(const char* p, size_t n) const;  // -1 if absent
+  // find() split in two so a caller can issue many independent lookups and let
+  // their cache misses overlap: hash + prefetch first, then find_hashed().
+  static uint64_t hash(const char* p, size_t n);
+  void prefetch(uint64_t h) const { __builtin_prefetch(&slots[h & mask]); }
+  int find_hashed(const char* p, size_t n, uint64_t h) const;
   // Builds the hash index over arena/offsets; returns the first duplicated rank or -1.
   int build_index();
 };
 
 struct Tokenizer {
-  // <dir>/tiktoken.model + <dir>/tokenizer_config.json, K3's split pattern.
+  // <dir>/tiktoken.model + <dir>/tokenizer_config.json, K3's split pattern and
+  // safety splits.
   static Tokenizer load(const std::string& model_dir);
   // Any tiktoken vocabulary. config_path may be empty: no special tokens.
+  // safety_splits: K3's 400,000/25,000-char cuts (tokenization_kimi.py); plain
+  // tiktoken (cl100k, o200k) has none.
   static Tokenizer from_files(const std::string& tiktoken_path, const std::string& config_path,
-                              std::string_view pattern = kK3Pattern);
+                              std::string_view pattern, bool safety_splits);
 
   Tokenizer(Tokenizer&&) noexcept = default;
   Tokenizer& operator=(Tokenizer&&) noexcept = default;
@@ -98,6 +110,7 @@ struct Tokenizer {
   bool find_special(std::string_view text, size_t from, size_t* at, size_t* len, int* id) const;
 
   Pretokenizer pre_;
+  bool safety_splits_ = true;
   RankTable ranks_;
   std::array<int, 256> byte_rank_{};
   std::vector<std::string> specials_;  // spelling of id n_ranks()+i

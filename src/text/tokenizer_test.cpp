@@ -4,7 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
+#include <unordered_map>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -146,7 +146,7 @@ TEST(Tokenizer, SpecialsAreTextUnlessAllowed) {
 
 TEST(Tokenizer, MalformedVocabularyNamesFileAndLine) {
   std::string dir = temp_dir(), path = dir + "/tiktoken.model";
-  auto load = [&] { Tokenizer::from_files(path, ""); };
+  auto load = [&] { Tokenizer::from_files(path, "", kK3Pattern, true); };
   std::string good = tiktoken_file(byte_tokens());
 
   write_file(path, good + "!!!! 256\n");
@@ -165,10 +165,10 @@ TEST(Tokenizer, MalformedVocabularyNamesFileAndLine) {
   expect_error(load, {path, "byte 65"});
   write_file(path, "");
   expect_error(load, {path, "no tokens"});
-  expect_error([&] { Tokenizer::from_files(dir + "/absent.model", ""); }, {"absent.model", "cannot open"});
+  expect_error([&] { Tokenizer::from_files(dir + "/absent.model", "", kK3Pattern, true); }, {"absent.model", "cannot open"});
   // Blank lines and CRLF endings are accepted.
   write_file(path, "\n" + good + "\r\n");
-  EXPECT_EQ(Tokenizer::from_files(path, "").n_ranks(), 256);
+  EXPECT_EQ(Tokenizer::from_files(path, "", kK3Pattern, true).n_ranks(), 256);
 }
 
 TEST(Tokenizer, MalformedConfigNamesFile) {
@@ -199,7 +199,7 @@ TEST(Tokenizer, MalformedConfigNamesFile) {
 // ---- byte-pair merge ----
 
 // The merge rule written as plainly as possible: rebuild all pairs each step.
-std::vector<int> reference_bpe(const std::map<std::string, int>& ranks, const std::string& piece) {
+std::vector<int> reference_bpe(const std::unordered_map<std::string, int>& ranks, const std::string& piece) {
   std::vector<std::string> parts;
   for (char c : piece) parts.push_back(std::string(1, c));
   while (parts.size() > 1) {
@@ -223,7 +223,7 @@ TEST(Tokenizer, BpeHeapAndLinearMatchReference) {
   // ties and long merge chains happen often.
   std::mt19937 rng(7);
   std::vector<std::string> tokens = byte_tokens();
-  std::map<std::string, int> ranks;
+  std::unordered_map<std::string, int> ranks;
   for (size_t r = 0; r < tokens.size(); r++) ranks[tokens[r]] = int(r);
   std::vector<std::string> pool = {"a", "b", "c", "d"};
   while (tokens.size() < 256 + 400) {
@@ -235,9 +235,10 @@ TEST(Tokenizer, BpeHeapAndLinearMatchReference) {
   }
   std::string path = temp_dir() + "/synthetic.model";
   write_file(path, tiktoken_file(tokens));
-  Tokenizer t = Tokenizer::from_files(path, "");
-  for (int trial = 0; trial < 540; trial++) {
-    size_t n = 2 + rng() % (trial < 500 ? 140 : 700);
+  Tokenizer t = Tokenizer::from_files(path, "", kK3Pattern, true);
+  // Mostly short pieces (the linear path), some past 128 bytes (the heap path).
+  for (int trial = 0; trial < 420; trial++) {
+    size_t n = trial < 400 ? 2 + rng() % 140 : 129 + rng() % 200;
     std::string s;
     for (size_t i = 0; i < n; i++) s += "abcd"[rng() % (trial % 3 == 0 ? 2 : 4)];
     std::vector<int> ref = reference_bpe(ranks, s), heap, linear, any;
@@ -252,13 +253,13 @@ TEST(Tokenizer, BpeHeapAndLinearMatchReference) {
 
 TEST(Tokenizer, BpeOnFixtureVocabularyMatchesReference) {
   const Tokenizer& t = tiny();
-  std::map<std::string, int> ranks;
+  std::unordered_map<std::string, int> ranks;
   for (int r = 0; r < t.n_ranks(); r++) ranks[std::string(t.token_bytes(r))] = r;
   std::mt19937 rng(11);
   const std::string letters = "etaoinshrdlu cgm";
-  for (int trial = 0; trial < 300; trial++) {
+  for (int trial = 0; trial < 120; trial++) {
     std::string s;
-    size_t n = 2 + rng() % 300;
+    size_t n = 2 + rng() % 260;
     for (size_t i = 0; i < n; i++) s += letters[rng() % letters.size()];
     std::vector<int> heap, linear;
     t.bpe_heap(s, heap);
@@ -336,6 +337,10 @@ TEST(Tokenizer, SafetySplitCutsSlicesAt400000Chars) {
   EXPECT_EQ(ids, concat(t.encode(prefix + " th"), t.encode("e")));
   EXPECT_EQ(std::vector<int>(ids.end() - 2, ids.end()), (std::vector<int>{257, 68}));
   EXPECT_EQ(t.encode(" the"), std::vector<int>{264});
+  // Plain tiktoken vocabularies have no safety splits.
+  Tokenizer plain = Tokenizer::from_files(kFixture + "/model/tiktoken.model", "", kK3Pattern, false);
+  EXPECT_EQ(plain.encode(text).back(), 264);
+  EXPECT_EQ(plain.encode(std::string(24998, '.') + "ing").back(), 294);
 }
 
 TEST(Tokenizer, LongPiecesAreFast) {
