@@ -3,7 +3,7 @@
 // makeCorpus(seed, count) returns `count` strings built from random fragments:
 // English words in every casing, contractions (also upper-case and with U+2019),
 // digit runs and formatted numbers, code, punctuation runs, whitespace runs of up
-// to 1,200 characters, many scripts (Han, kana, Hangul, Cyrillic, Greek,
+// to 700 characters, many scripts (Han, kana, Hangul, Cyrillic, Greek,
 // Arabic, Hebrew, Devanagari, Thai, accented Latin, combining marks), emoji
 // (modifiers, ZWJ sequences, flags, keycaps), symbols, and special-token
 // spellings (which must stay ordinary text).
@@ -118,13 +118,13 @@ const FRAGMENTS = [
   (r) => {
     const k = r();
     // js-tiktoken's merge is cubic in the piece length, so long runs are rationed
-    // to keep the test fast: ~390 of 2..120 chars, ~90 of 120..400, ~9 of 800..1200.
+    // to keep the test fast: ~390 of 2..120 chars, ~90 of 120..400, ~9 of 500..700.
     if (k < 0.7) { let s = ''; const n = int(r, 1, 12); for (let i = 0; i < n; i++) s += pick(r, SPACES); return s; }
     if (k < 0.9) return '\n'.repeat(int(r, 2, 40)) + ' '.repeat(int(r, 0, 8));
     if (k < 0.965) return ' '.repeat(int(r, 2, 120));
     if (k < 0.98) return pick(r, [' ', ' ', '\t', '\n']).repeat(int(r, 120, 400));
     if (k < 0.9985) return pick(r, SPACES).repeat(int(r, 2, 60));
-    return pick(r, [' ', '\t', '\n']).repeat(int(r, 800, 1200));
+    return pick(r, [' ', '\t', '\n']).repeat(int(r, 500, 700));
   },
   // punctuation runs
   (r) => {
