@@ -12,6 +12,7 @@
 
 namespace sluice::text {
 
+// tok must outlive the decoder.
 struct StreamDecoder {
   explicit StreamDecoder(const Tokenizer& tok, bool show_special = true)
       : tok_(tok), show_special_(show_special) {}

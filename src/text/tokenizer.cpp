@@ -184,6 +184,7 @@ Tokenizer Tokenizer::from_files(const std::string& tiktoken_path, const std::str
 
   std::string text = read_whole_file(tiktoken_path);
   size_t pos = 0, line_no = 0;
+  std::vector<size_t> line_of_rank;  // for error messages
   rt.offsets.push_back(0);
   while (pos < text.size()) {
     size_t eol = text.find('\n', pos);
@@ -213,10 +214,15 @@ Tokenizer Tokenizer::from_files(const std::string& tiktoken_path, const std::str
     if (rt.arena.size() > std::numeric_limits<uint32_t>::max())
       fail(tiktoken_path, "vocabulary too large");
     rt.offsets.push_back(uint32_t(rt.arena.size()));
+    line_of_rank.push_back(line_no);
   }
   if (rt.size() == 0) fail(tiktoken_path, "no tokens");
-  if (int dup = rt.build_index(); dup >= 0)
-    fail(tiktoken_path, "token of rank " + std::to_string(dup) + " duplicates an earlier token");
+  if (int dup = rt.build_index(); dup >= 0) {
+    std::string_view b = rt.bytes(dup);
+    fail(tiktoken_path + ":" + std::to_string(line_of_rank[dup]),
+         "token of rank " + std::to_string(dup) + " repeats the token of rank " +
+             std::to_string(rt.find(b.data(), b.size())));
+  }
   for (int b = 0; b < 256; b++) {
     char c = char(b);
     int r = rt.find(&c, 1);

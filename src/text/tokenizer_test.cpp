@@ -158,7 +158,7 @@ TEST(Tokenizer, MalformedVocabularyNamesFileAndLine) {
   write_file(path, good + base64("ab") + "\n");
   expect_error(load, {path + ":257", "expected"});
   write_file(path, good + base64("a") + " 256\n");
-  expect_error(load, {path, "rank 256 duplicates"});
+  expect_error(load, {path + ":257", "rank 256 repeats the token of rank 97"});
   auto missing = byte_tokens();
   missing[65] = "AB";  // byte 'A' has no token of its own
   write_file(path, tiktoken_file(missing));
