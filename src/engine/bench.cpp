@@ -20,7 +20,7 @@ struct Counters {
   uint64_t spine = 0, expert = 0, hit = 0;
   static Counters of(const Model& m) {
     ExpertStats e = m.experts->stats();
-    return {m.spine->bytes_read(), e.bytes_read, e.bytes_hit};
+    return {m.spine->bytes_read() + m.globals_bytes_read, e.bytes_read, e.bytes_hit};
   }
 };
 

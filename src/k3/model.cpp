@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 
 #include "base/error.h"
 #include "base/numeric.h"
@@ -38,7 +39,10 @@ MemoryPlan plan_memory(const Checkpoint& ck, const ModelOptions& opt) {
   const ModelConfig& c = ck.config;
   MemoryPlan p;
   p.budget = opt.ram_budget ? opt.ram_budget : default_ram_budget();
-  p.globals = spine_tensor_bytes(ck, -1);
+  const uint64_t head = ck.tensor("lm_head.weight").nbytes;
+  const uint64_t embed = ck.tensor("model.embed_tokens.weight").nbytes;
+  const uint64_t small = spine_tensor_bytes(ck, -1) - head - embed;  // norms; embedding rows are read per token
+  const uint64_t head_stream = std::min(head, 2 * opt.head_chunk_bytes);
   uint64_t biggest = 0;
   for (int l = 0; l < c.num_hidden_layers; l++) {
     uint64_t b = spine_tensor_bytes(ck, l);
@@ -58,17 +62,19 @@ MemoryPlan plan_memory(const Checkpoint& ck, const ModelOptions& opt) {
   p.expert_buffers = 2 * span;
   // The minimum holds state for a short context; the full max_context is reserved when it fits.
   const uint64_t min_state = kda + mla_per_pos * uint64_t(std::min(std::max(opt.max_context, 1), kMinContext));
-  p.minimum = p.globals + p.expert_buffers + min_state + 2 * biggest;
+  p.minimum = small + head_stream + p.expert_buffers + min_state + 2 * biggest;
   if (p.budget < p.minimum)
     fail(ck.dir, "RAM budget of " + std::to_string(p.budget) + " bytes is below this model's working minimum of " +
-                     std::to_string(p.minimum) + " bytes (globals, two streamed layers, expert buffers, state for " +
+                     std::to_string(p.minimum) + " bytes (two streamed layers, head chunks, expert buffers, state for " +
                      std::to_string(kMinContext) + " tokens)");
   p.state_reserve = std::min(kda + mla_per_pos * uint64_t(std::max(opt.max_context, 1)),
                              p.budget - (p.minimum - min_state));
-  const uint64_t fixed = p.globals + p.state_reserve + p.expert_buffers;
-  p.spine_resident = fixed + p.spine_total <= p.budget;
+  const uint64_t fixed = small + p.state_reserve + p.expert_buffers;
+  // The head goes with the spine: both resident, or both streamed.
+  p.spine_resident = fixed + head + p.spine_total <= p.budget;
+  p.globals = small + (p.spine_resident ? head : head_stream);
   p.spine_held = p.spine_resident ? p.spine_total : 2 * biggest;
-  p.expert_cache = p.budget - fixed - p.spine_held;
+  p.expert_cache = p.budget - fixed - (p.globals - small) - p.spine_held;
   return p;
 }
 
@@ -85,7 +91,8 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   auto m = std::make_unique<Model>();
   m->ck = open_checkpoint(dir);
   m->plan = plan_memory(m->ck, opt);
-  m->globals = load_global_weights(m->ck);
+  m->head_chunk_bytes = opt.head_chunk_bytes;
+  m->globals = load_global_weights(m->ck, m->plan.spine_resident);
   m->spine = std::make_unique<Spine>(m->ck, m->plan.spine_resident);
   if (is_stream_install(dir)) {
     m->experts = make_expert_source_for(m->ck);  // experts fetched over HTTP into the span cache
@@ -159,6 +166,35 @@ void score_guess(Model& m, int l, const std::vector<int>& chosen, int T) {
 
 }  // namespace
 
+// logits [n][V] = lm_head · z. A streamed head is read in chunks of rows, the
+// next chunk read while this one computes.
+void head_logits(Model& m, const float* z, int n, float* out) {
+  const ModelConfig& c = m.config();
+  const int V = c.vocab_size, H = c.hidden_size;
+  if (m.globals.lm_head.w) {
+    fast::matmul_bf16(m.globals.lm_head.w, V, H, z, n, out);
+    return;
+  }
+  const int64_t rows = std::max<int64_t>(1, int64_t(m.head_chunk_bytes / (uint64_t(H) * 2)));
+  auto read = [&m, H](int64_t first, int64_t count) {
+    std::vector<uint16_t> buf(size_t(count) * H);
+    read_bf16_rows(m.ck, m.globals.head, first, count, buf.data());
+    return buf;
+  };
+  std::vector<float> part;
+  std::future<std::vector<uint16_t>> next = std::async(std::launch::async, read, 0, std::min<int64_t>(rows, V));
+  for (int64_t r0 = 0; r0 < V; r0 += rows) {
+    const int64_t cnt = std::min<int64_t>(rows, V - r0);
+    std::vector<uint16_t> w = next.get();
+    if (r0 + cnt < V) next = std::async(std::launch::async, read, r0 + cnt, std::min<int64_t>(rows, V - r0 - cnt));
+    part.resize(size_t(n) * size_t(cnt));
+    fast::matmul_bf16(w.data(), int(cnt), H, z, n, part.data());
+    for (int t = 0; t < n; t++)
+      std::copy_n(part.data() + size_t(t) * cnt, cnt, out + size_t(t) * V + r0);
+    m.globals_bytes_read += uint64_t(cnt) * H * 2;
+  }
+}
+
 void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits which, std::vector<float>* logits,
              ForwardTrace* trace) {
   const ModelConfig& c = m.config();
@@ -168,12 +204,14 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
     if (tok < 0 || tok >= V) fail("forward", "token id " + std::to_string(tok) + " is outside the vocabulary");
   const size_t TH = size_t(T) * H;
 
-  // P starts as the embedding rows.
+  // P starts as the embedding rows, read from disk.
   std::vector<float> P(TH);
+  std::vector<uint16_t> row(static_cast<size_t>(H));
   for (int t = 0; t < T; t++) {
-    const uint16_t* row = m.globals.embed.w + size_t(tokens[t]) * H;
-    for (int i = 0; i < H; i++) P[size_t(t) * H + i] = bf16_to_f32(row[i]);
+    read_bf16_rows(m.ck, m.globals.embed, tokens[t], 1, row.data());
+    for (int i = 0; i < H; i++) P[size_t(t) * H + i] = bf16_to_f32(row[size_t(i)]);
   }
+  m.globals_bytes_read += uint64_t(T) * H * 2;
   std::vector<std::vector<float>> blocks;  // B: sealed blocks, each [T][H]
   std::vector<float> mixed(TH), normed(TH), sub(TH);
   std::vector<const float*> sources;
@@ -226,7 +264,7 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
   mix(m.globals.u_out, mixed.data());
   rmsnorm_rows(mixed.data() + size_t(first) * H, m.globals.final_norm, n, H, c.rms_norm_eps, normed.data());
   logits->resize(size_t(n) * V);
-  fast::matmul_bf16(m.globals.lm_head.w, V, H, normed.data(), n, logits->data());
+  head_logits(m, normed.data(), n, logits->data());
 }
 
 }  // namespace sluice

@@ -32,13 +32,15 @@ struct ModelOptions {
   int queue_depth = 16;
   // Read experts with plain pread and no cache (the simplest source; for comparisons).
   bool pread_experts = false;
+  // A streamed head is read in chunks of this many bytes (two in memory).
+  uint64_t head_chunk_bytes = 64ull << 20;
 };
 
 // How the budget was spent when the model was opened.
 struct MemoryPlan {
   uint64_t budget = 0;
   uint64_t minimum = 0;        // the engine's working minimum for this model
-  uint64_t globals = 0;        // embedding, head, final norms
+  uint64_t globals = 0;        // final norms and the head (resident, or two streamed chunks)
   uint64_t spine_total = 0;    // all layers' spine
   uint64_t spine_held = 0;     // resident: spine_total; streamed: two layers
   bool spine_resident = true;
@@ -66,6 +68,8 @@ struct Model {
   std::unique_ptr<Spine> spine;
   std::unique_ptr<ExpertSource> experts;
   Prefetcher prefetcher;
+  uint64_t globals_bytes_read = 0;  // embedding rows and streamed head chunks
+  uint64_t head_chunk_bytes = 0;
 
   const ModelConfig& config() const { return ck.config; }
 };

@@ -166,16 +166,23 @@ void bind_layer(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
 
 }  // namespace
 
-GlobalWeights load_global_weights(const Checkpoint& ck) {
+GlobalWeights load_global_weights(const Checkpoint& ck, bool resident_head) {
   const ModelConfig& c = ck.config;
   GlobalWeights g;
   Binder b{ck, "", {}, 0};
-  b.matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size, &g.embed);
-  b.matrix("lm_head.weight", c.vocab_size, c.hidden_size, &g.lm_head);
+  g.embed = ck.tensor("model.embed_tokens.weight", DType::BF16, {c.vocab_size, c.hidden_size});
+  g.head = ck.tensor("lm_head.weight", DType::BF16, {c.vocab_size, c.hidden_size});
+  if (resident_head) b.matrix("lm_head.weight", c.vocab_size, c.hidden_size, &g.lm_head);
   g.final_norm = b.vec("model.norm.weight", c.hidden_size);
   g.u_out = b.attn_res_query("model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", c.hidden_size);
   g.bytes = b.load(&g.nbytes);
   return g;
+}
+
+void read_bf16_rows(const Checkpoint& ck, const TensorInfo& t, int64_t first, int64_t count, uint16_t* out) {
+  const uint64_t row = uint64_t(t.shape[1]) * 2;
+  read_exact(ck.shard_paths[size_t(t.shard)], t.offset + uint64_t(first) * row, uint64_t(count) * row,
+             reinterpret_cast<uint8_t*>(out));
 }
 
 LayerWeights load_layer_weights(const Checkpoint& ck, int layer) {

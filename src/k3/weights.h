@@ -60,15 +60,21 @@ struct LayerWeights {
   uint64_t nbytes = 0;
 };
 
+// The embedding is never loaded whole: a forward pass reads only its tokens'
+// rows. The head ([V, H], read whole every token) is resident when the spine
+// is, else streamed in chunks (k3/model.cpp).
 struct GlobalWeights {
-  Bf16Matrix embed, lm_head;  // [V, H]
+  TensorInfo embed, head;     // [V, H] bf16, where they lie on disk
+  Bf16Matrix lm_head;         // resident head, or w == nullptr when streamed
   std::vector<float> final_norm, u_out;
   std::unique_ptr<uint8_t[]> bytes;
   uint64_t nbytes = 0;
 };
 
 // Reads and binds the globals, or one layer's spine. Throws on any mismatch.
-GlobalWeights load_global_weights(const Checkpoint& ck);
+GlobalWeights load_global_weights(const Checkpoint& ck, bool resident_head);
+// Reads rows [first, first+count) of a bf16 [rows, cols] tensor from disk.
+void read_bf16_rows(const Checkpoint& ck, const TensorInfo& t, int64_t first, int64_t count, uint16_t* out);
 LayerWeights load_layer_weights(const Checkpoint& ck, int layer);
 
 }  // namespace sluice
