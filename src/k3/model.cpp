@@ -23,6 +23,7 @@
 #include "kernels/fast.h"
 #include "kernels/ref.h"
 #include "store/http_experts.h"
+#include "store/span_reader.h"
 #include "store/setup_manifest.h"
 
 namespace sluice {
@@ -176,19 +177,20 @@ void head_logits(Model& m, const float* z, int n, float* out) {
     return;
   }
   const int64_t rows = std::max<int64_t>(1, int64_t(m.head_chunk_bytes / (uint64_t(H) * 2)));
-  auto read = [&m, H](int64_t first, int64_t count) {
-    std::vector<uint16_t> buf(size_t(count) * H);
-    read_bf16_rows(m.ck, m.globals.head, first, count, buf.data());
-    return buf;
+  // O_DIRECT reads on a reader of their own (the head is streamed every token).
+  SpanReader reader({m.ck.shard_paths[size_t(m.globals.head.shard)]});
+  const uint64_t row_bytes = uint64_t(H) * 2;
+  auto read = [&](int64_t first, int64_t count) {
+    return reader.wait(reader.submit(0, m.globals.head.offset + uint64_t(first) * row_bytes, uint64_t(count) * row_bytes));
   };
   std::vector<float> part;
-  std::future<std::vector<uint16_t>> next = std::async(std::launch::async, read, 0, std::min<int64_t>(rows, V));
+  std::future<Completed> next = std::async(std::launch::async, read, 0, std::min<int64_t>(rows, V));
   for (int64_t r0 = 0; r0 < V; r0 += rows) {
     const int64_t cnt = std::min<int64_t>(rows, V - r0);
-    std::vector<uint16_t> w = next.get();
+    Completed w = next.get();
     if (r0 + cnt < V) next = std::async(std::launch::async, read, r0 + cnt, std::min<int64_t>(rows, V - r0 - cnt));
     part.resize(size_t(n) * size_t(cnt));
-    fast::matmul_bf16(w.data(), int(cnt), H, z, n, part.data());
+    fast::matmul_bf16(reinterpret_cast<const uint16_t*>(w.data), int(cnt), H, z, n, part.data());
     for (int t = 0; t < n; t++)
       std::copy_n(part.data() + size_t(t) * cnt, cnt, out + size_t(t) * V + r0);
     m.globals_bytes_read += uint64_t(cnt) * H * 2;

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/numeric.h"
+#include "store/span_reader.h"
 
 namespace sluice {
 
@@ -51,7 +52,7 @@ struct Binder {
     dst->rows = int(rows);
     dst->cols = int(cols);
     pending.push_back({&t, dst, total});
-    total += (t.nbytes + 63) & ~uint64_t(63);
+    total += SpanReader::direct_capacity(t.nbytes);  // room for the 4096-aligned superset
   }
 
   // A vector of `n` values (or the first n of a longer one when `prefix_of`), bf16 or f32.
@@ -93,13 +94,23 @@ struct Binder {
     return w;
   }
 
-  std::unique_ptr<uint8_t[]> load(uint64_t* nbytes) {
-    auto buf = std::unique_ptr<uint8_t[]>(new uint8_t[total ? total : 1]);
-    for (const Pending& p : pending) {
-      read_exact(ck.shard_paths[size_t(p.t->shard)], p.t->offset, p.t->nbytes, buf.get() + p.at);
-      p.dst->w = reinterpret_cast<const uint16_t*>(buf.get() + p.at);
+  // Reads every matrix straight into its place with O_DIRECT (the spine can be
+  // streamed for every token; it must not churn the page cache either).
+  AlignedBuffer load(uint64_t* nbytes) {
+    AlignedBuffer buf(total ? total : 1);
+    if (!pending.empty()) {
+      SpanReader reader(ck.shard_paths);
+      std::vector<uint64_t> tickets;
+      for (const Pending& p : pending)
+        tickets.push_back(reader.submit(p.t->shard, p.t->offset, p.t->nbytes,
+                                        std::span<uint8_t>(buf.data() + p.at, SpanReader::direct_capacity(p.t->nbytes))));
+      for (size_t i = 0; i < pending.size(); i++) {
+        Completed c = reader.wait(tickets[i]);
+        pending[i].dst->w = reinterpret_cast<const uint16_t*>(c.data);
+      }
     }
-    *nbytes = total;
+    *nbytes = 0;
+    for (const Pending& p : pending) *nbytes += p.t->nbytes;
     return buf;
   }
 };

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "store/aligned_buffer.h"
 
 namespace sluice {
 
@@ -56,7 +57,7 @@ struct LayerWeights {
   MlaWeights mla;                            // when the layer is MLA
   DenseWeights dense;                        // when the layer is dense
   MoeWeights moe;                            // when the layer is MoE
-  std::unique_ptr<uint8_t[]> bytes;          // owns the bf16 matrices above
+  AlignedBuffer bytes;                       // owns the bf16 matrices above
   uint64_t nbytes = 0;
 };
 
@@ -67,7 +68,7 @@ struct GlobalWeights {
   TensorInfo embed, head;     // [V, H] bf16, where they lie on disk
   Bf16Matrix lm_head;         // resident head, or w == nullptr when streamed
   std::vector<float> final_norm, u_out;
-  std::unique_ptr<uint8_t[]> bytes;
+  AlignedBuffer bytes;
   uint64_t nbytes = 0;
 };
 
