@@ -46,9 +46,9 @@ MemoryPlan plan_memory(const Checkpoint& ck, const ModelOptions& opt) {
   const uint64_t head_stream = std::min(head, 2 * opt.head_chunk_bytes);
   uint64_t biggest = 0;
   for (int l = 0; l < c.num_hidden_layers; l++) {
-    uint64_t b = spine_tensor_bytes(ck, l);
-    p.spine_total += b;
-    biggest = std::max(biggest, b);
+    p.spine_total += spine_tensor_bytes(ck, l);
+    for (LayerPart part : {LayerPart::Attention, LayerPart::Ffn})
+      biggest = std::max(biggest, spine_part_bytes(ck, l, part));
   }
   // Sequence state: KDA S + conv history (fixed), MLA latent cache per position.
   uint64_t kda = 0, mla_per_pos = 0;
@@ -66,7 +66,7 @@ MemoryPlan plan_memory(const Checkpoint& ck, const ModelOptions& opt) {
   p.minimum = small + head_stream + p.expert_buffers + min_state + 2 * biggest;
   if (p.budget < p.minimum)
     fail(ck.dir, "RAM budget of " + std::to_string(p.budget) + " bytes is below this model's working minimum of " +
-                     std::to_string(p.minimum) + " bytes (two streamed layers, head chunks, expert buffers, state for " +
+                     std::to_string(p.minimum) + " bytes (two streamed layer parts, head chunks, expert buffers, state for " +
                      std::to_string(kMinContext) + " tokens)");
   p.state_reserve = std::min(kda + mla_per_pos * uint64_t(std::max(opt.max_context, 1)),
                              p.budget - (p.minimum - min_state));
@@ -132,7 +132,7 @@ void hint_next_layer(Model& m, int l, const float* y, int T) {
   std::vector<int>& g = p.guess[size_t(n)];
   g = p.last_route[size_t(n)];
   if (m.spine->resident()) {
-    const MoeWeights& w = m.spine->layer(n).moe;
+    const MoeWeights& w = m.spine->ffn(n).moe;
     const int E = c.num_experts, K = c.num_experts_per_token;
     std::vector<float> logits(static_cast<size_t>(E));
     std::vector<int> ids(static_cast<size_t>(K));
@@ -229,8 +229,8 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
   }
 
   for (int l = 0; l < c.num_hidden_layers; l++) {
-    const LayerWeights& w = m.spine->layer(l);
     // Attention sub-block.
+    const LayerWeights& w = m.spine->attention(l);
     if (blocks.empty()) mixed = P;
     else mix(w.u_attn, mixed.data());
     const bool seal = l % c.attn_res_block_size == 0;
@@ -244,16 +244,17 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
       for (size_t i = 0; i < TH; i++) P[i] += sub[i];
     }
     // FFN sub-block.
-    mix(w.u_mlp, mixed.data());
-    rmsnorm_rows(mixed.data(), w.post_norm, T, H, c.rms_norm_eps, normed.data());
+    const LayerWeights& f = m.spine->ffn(l);
+    mix(f.u_mlp, mixed.data());
+    rmsnorm_rows(mixed.data(), f.post_norm, T, H, c.rms_norm_eps, normed.data());
     if (c.is_moe_layer(l)) {
       hint_next_layer(m, l, normed.data(), T);
       std::vector<int> chosen;
-      moe_forward(c, w.moe, l, *m.experts, normed.data(), T, sub.data(), &chosen);
+      moe_forward(c, f.moe, l, *m.experts, normed.data(), T, sub.data(), &chosen);
       score_guess(m, l, chosen, T);
       if (trace) trace->experts.insert(trace->experts.end(), chosen.begin(), chosen.end());
     } else {
-      dense_forward(c, w.dense, normed.data(), T, sub.data());
+      dense_forward(c, f.dense, normed.data(), T, sub.data());
     }
     for (size_t i = 0; i < TH; i++) P[i] += sub[i];
     if (trace) std::copy(P.begin(), P.end(), trace->hidden.begin() + ptrdiff_t(size_t(l) * TH));

@@ -15,10 +15,23 @@ uint64_t spine_tensor_bytes(const Checkpoint& ck, int layer) {
   return total;
 }
 
+uint64_t spine_part_bytes(const Checkpoint& ck, int layer, LayerPart part) {
+  const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+  uint64_t total = 0;
+  for (const auto& [name, t] : ck.tensors) {
+    if (name.rfind(prefix, 0) != 0 || name.find(".experts.") != std::string::npos) continue;
+    const std::string rest = name.substr(prefix.size());
+    const bool attn = rest.rfind("self_attn.", 0) == 0 || rest.rfind("input_layernorm.", 0) == 0 ||
+                      rest.rfind("self_attention_res_", 0) == 0;
+    if (attn == (part == LayerPart::Attention)) total += t.nbytes;
+  }
+  return total;
+}
+
 Spine::Spine(const Checkpoint& ck, bool resident) : ck_(ck), resident_(resident) {
   if (resident_) {
-    for (int l = 0; l < ck.config.num_hidden_layers; l++) {
-      all_.push_back(load_layer_weights(ck, l));
+    for (int u = 0; u < 2 * ck.config.num_hidden_layers; u++) {
+      all_.push_back(load(u));
       bytes_read_ += all_.back().nbytes;
     }
   }
@@ -28,9 +41,9 @@ Spine::~Spine() {
   if (next_.valid()) next_.wait();
 }
 
-const LayerWeights& Spine::layer(int l) {
+const LayerWeights& Spine::unit(int l) {
   if (resident_) return all_[size_t(l)];
-  const int L = ck_.config.num_hidden_layers;
+  const int L = 2 * ck_.config.num_hidden_layers;
   int cur = slots_[0].layer == l ? 0 : slots_[1].layer == l ? 1 : -1;
   if (cur < 0) {
     // The pass is done with the previous layer: free both slots, then take l.
@@ -40,7 +53,7 @@ const LayerWeights& Spine::layer(int l) {
       slots_[0].w = next_.get();  // rethrows a read error from the loader
     } else {
       if (next_.valid()) next_.get();  // a stale read (the pass restarted elsewhere): drop it
-      slots_[0].w = load_layer_weights(ck_, l);
+      slots_[0].w = load(l);
     }
     slots_[0].layer = l;
     bytes_read_ += slots_[0].w.nbytes;
@@ -50,7 +63,7 @@ const LayerWeights& Spine::layer(int l) {
   if (n != l && slots_[1 - cur].layer != n && !(next_.valid() && next_layer_ == n)) {
     if (next_.valid()) next_.get();
     next_layer_ = n;
-    next_ = std::async(std::launch::async, [this, n] { return load_layer_weights(ck_, n); });
+    next_ = std::async(std::launch::async, [this, n] { return load(n); });
   }
   return slots_[cur].w;
 }

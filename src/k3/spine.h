@@ -1,11 +1,12 @@
 // k3/spine.h — the spine's layers, resident or streamed.
 //
 // The spine is every weight read on every token except the routed experts.
-// When it fits the RAM budget every layer is loaded once and stays. Otherwise
-// layers are streamed: two slots, and while the forward pass computes layer l
-// the next layer in pass order (l+1, wrapping to 0 for the next token) is read
-// into the other slot, so I/O overlaps compute. The forward pass must be done
-// with layer l before it asks for layer l+1.
+// It is kept as units, two per layer (attention part, FFN part; see
+// LayerPart). When it fits the RAM budget every unit is loaded once and stays.
+// Otherwise units are streamed: two slots, and while the forward pass computes
+// with unit u the next unit in pass order (u+1, wrapping to the first for the
+// next token) is read into the other slot, so I/O overlaps compute. The
+// forward pass must be done with a unit before it asks for the next one.
 #pragma once
 #include <cstdint>
 #include <future>
@@ -19,6 +20,8 @@ namespace sluice {
 
 // Bytes of layer l's spine tensors in the checkpoint (or of the globals when l < 0).
 uint64_t spine_tensor_bytes(const Checkpoint& ck, int layer);
+// Bytes of one part of layer l's spine.
+uint64_t spine_part_bytes(const Checkpoint& ck, int layer, LayerPart part);
 
 class Spine {
  public:
@@ -27,11 +30,15 @@ class Spine {
   Spine(const Spine&) = delete;
   Spine& operator=(const Spine&) = delete;
 
-  const LayerWeights& layer(int l);
+  const LayerWeights& attention(int l) { return unit(2 * l); }
+  const LayerWeights& ffn(int l) { return unit(2 * l + 1); }
   bool resident() const { return resident_; }
   uint64_t bytes_read() const { return bytes_read_; }
 
  private:
+  const LayerWeights& unit(int u);
+  LayerWeights load(int u) const { return load_layer_weights(ck_, u / 2, LayerPart(u % 2)); }
+
   struct Slot {
     int layer = -1;
     LayerWeights w;

@@ -115,13 +115,10 @@ struct Binder {
   }
 };
 
-void bind_layer(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
+void bind_attention(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
   const int64_t H = c.hidden_size;
   w.input_norm = b.vec("input_layernorm.weight", H);
-  w.post_norm = b.vec("post_attention_layernorm.weight", H);
   w.u_attn = b.attn_res_query("self_attention_res_norm.weight", "self_attention_res_proj.weight", H);
-  w.u_mlp = b.attn_res_query("mlp_res_norm.weight", "mlp_res_proj.weight", H);
-
   if (c.is_kda_layer(l)) {
     const int64_t NH = c.kda_num_heads, D = c.kda_head_dim, C = NH * D, K = c.kda_conv_kernel;
     KdaWeights& k = w.kda;
@@ -155,6 +152,12 @@ void bind_layer(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
     b.matrix("self_attn.o_proj.weight", H, NH * c.v_head_dim, &m.o);
   }
 
+}
+
+void bind_ffn(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
+  const int64_t H = c.hidden_size;
+  w.post_norm = b.vec("post_attention_layernorm.weight", H);
+  w.u_mlp = b.attn_res_query("mlp_res_norm.weight", "mlp_res_proj.weight", H);
   if (!c.is_moe_layer(l)) {
     b.matrix("mlp.gate_proj.weight", c.intermediate_size, H, &w.dense.gate);
     b.matrix("mlp.up_proj.weight", c.intermediate_size, H, &w.dense.up);
@@ -196,10 +199,11 @@ void read_bf16_rows(const Checkpoint& ck, const TensorInfo& t, int64_t first, in
              reinterpret_cast<uint8_t*>(out));
 }
 
-LayerWeights load_layer_weights(const Checkpoint& ck, int layer) {
+LayerWeights load_layer_weights(const Checkpoint& ck, int layer, LayerPart part) {
   LayerWeights w;
   Binder b{ck, "model.layers." + std::to_string(layer) + ".", {}, 0};
-  bind_layer(b, ck.config, layer, w);
+  if (part == LayerPart::Attention) bind_attention(b, ck.config, layer, w);
+  else bind_ffn(b, ck.config, layer, w);
   w.bytes = b.load(&w.nbytes);
   return w;
 }

@@ -50,6 +50,12 @@ struct MoeWeights {
   Bf16Matrix sh_gate, sh_up, sh_down;  // [S, H], [S, H], [H, S]; absent when no shared experts
 };
 
+// A layer's spine comes in two parts, loaded (and streamed) separately: the
+// attention sub-block (input norm, AttnRes query, KDA or MLA) and the FFN
+// sub-block (post-attention norm, AttnRes query, dense FFN or MoE spine).
+enum class LayerPart { Attention = 0, Ffn = 1 };
+
+// The weights of one part of one layer; the other part's fields stay empty.
 struct LayerWeights {
   std::vector<float> input_norm, post_norm;  // [H]
   std::vector<float> u_attn, u_mlp;          // AttnRes pseudo-queries: res_norm ⊙ res_proj, FP32
@@ -76,6 +82,6 @@ struct GlobalWeights {
 GlobalWeights load_global_weights(const Checkpoint& ck, bool resident_head);
 // Reads rows [first, first+count) of a bf16 [rows, cols] tensor from disk.
 void read_bf16_rows(const Checkpoint& ck, const TensorInfo& t, int64_t first, int64_t count, uint16_t* out);
-LayerWeights load_layer_weights(const Checkpoint& ck, int layer);
+LayerWeights load_layer_weights(const Checkpoint& ck, int layer, LayerPart part);
 
 }  // namespace sluice
