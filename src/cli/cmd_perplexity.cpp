@@ -1,0 +1,49 @@
+// sluice perplexity — how well the model predicts a text file.
+//   sluice perplexity --model DIR --text-file F [--ctx N] [--ram-budget B]
+// Last line of stdout: "perplexity: X over N tokens".
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "cli/token_list.h"
+#include "engine/perplexity.h"
+#include "text/tokenizer.h"
+
+namespace sluice::cli {
+namespace {
+
+struct PerplexityArgs {
+  std::string model, text_file, ram_budget;
+  int ctx = 512;
+};
+
+int run_perplexity(const PerplexityArgs& a) {
+  std::ifstream in(a.text_file, std::ios::binary);
+  if (!in) fail(a.text_file, "cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  text::Tokenizer tok = text::Tokenizer::load(a.model);
+  std::vector<int> ids = tok.encode(ss.str(), /*allow_special=*/false);
+  ModelOptions opt;
+  if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
+  auto model = open_model(a.model, opt);
+  PerplexityResult r = perplexity(*model, ids, a.ctx);
+  std::printf("tokens: %zu, context: %d, mean nll: %.6f\n", ids.size(), a.ctx, r.mean_nll);
+  std::printf("perplexity: %.4f over %ld tokens\n", r.perplexity, r.predicted);
+  return 0;
+}
+
+Command reg("perplexity", "Perplexity of a text file (exp of the mean next-token NLL)", [](CLI::App& sub, Action* act) {
+  auto a = std::make_shared<PerplexityArgs>();
+  sub.add_option("--model", a->model, "Model directory")->required();
+  sub.add_option("--text-file", a->text_file, "Text to score")->required();
+  sub.add_option("--ctx", a->ctx, "Window length in tokens (each window is a fresh sequence)")->check(CLI::Range(2, 1 << 20));
+  sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G");
+  *act = [a] { return run_perplexity(*a); };
+});
+
+}  // namespace
+}  // namespace sluice::cli

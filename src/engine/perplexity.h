@@ -1,0 +1,21 @@
+// engine/perplexity.h — how well a model predicts a text: exp(mean NLL).
+//
+// The tokens are cut into windows of `ctx` tokens, each run as one fresh
+// prefill; every position but a window's first predicts the next token. The
+// log-softmax is computed in double from the FP32 logits.
+#pragma once
+#include <span>
+
+#include "k3/model.h"
+
+namespace sluice {
+
+struct PerplexityResult {
+  double mean_nll = 0;
+  double perplexity = 0;
+  long predicted = 0;  // tokens whose probability was scored
+};
+
+PerplexityResult perplexity(Model& m, std::span<const int> tokens, int ctx);
+
+}  // namespace sluice
