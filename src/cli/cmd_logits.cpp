@@ -14,12 +14,14 @@ namespace sluice::cli {
 namespace {
 
 struct LogitsArgs {
-  std::string model, tokens, out, mode = "prefill";
+  std::string model, tokens, ram_budget, out, mode = "prefill";
 };
 
 int run_logits(const LogitsArgs& a) {
   std::vector<int> ids = parse_token_list(a.tokens, "--tokens");
-  auto model = open_model(a.model);
+  ModelOptions opt;
+  if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
+  auto model = open_model(a.model, opt);
   const int V = model->config().vocab_size;
   for (int id : ids)
     if (id < 0 || id >= V) fail("--tokens", "token id " + std::to_string(id) + " is outside the vocabulary (" +
@@ -42,6 +44,7 @@ Command reg("logits", "Write the logits at every position of the given tokens (f
             [](CLI::App& sub, Action* action) {
               auto a = std::make_shared<LogitsArgs>();
               sub.add_option("--model", a->model, "Model directory")->required();
+              sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G (default: 3/4 of RAM)");
               sub.add_option("--tokens", a->tokens, "Token ids, e.g. 448,259,309")->required();
               sub.add_option("--out", a->out, "Output file")->required();
               sub.add_option("--mode", a->mode, "prefill (one batch) or step (one token at a time)")

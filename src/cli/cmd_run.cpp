@@ -13,7 +13,7 @@ namespace sluice::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, tokens;
+  std::string model, tokens, ram_budget;
   int max_new = 16;
   bool ids = false;
 };
@@ -21,7 +21,9 @@ struct RunArgs {
 int run_run(const RunArgs& a) {
   if (a.tokens.empty()) fail("run", "give the prompt as --tokens");
   std::vector<int> prompt = parse_token_list(a.tokens, "--tokens");
-  auto model = open_model(a.model);
+  ModelOptions opt;
+  if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
+  auto model = open_model(a.model, opt);
   Session s(*model);
   std::vector<int> out = generate_greedy(s, prompt, a.max_new);
   std::string line;
@@ -33,6 +35,7 @@ int run_run(const RunArgs& a) {
 Command reg("run", "Generate a continuation of a prompt", [](CLI::App& sub, Action* action) {
   auto a = std::make_shared<RunArgs>();
   sub.add_option("--model", a->model, "Model directory")->required();
+  sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G (default: 3/4 of RAM)");
   sub.add_option("--tokens", a->tokens, "Prompt as token ids, e.g. 448,259,309");
   sub.add_option("--max-new", a->max_new, "Tokens to generate")->check(CLI::NonNegativeNumber);
   sub.add_flag("--ids", a->ids, "Print generated token ids (space-separated) instead of text");

@@ -1,5 +1,6 @@
 // cli/token_list.h — parsing token-id lists given on the command line.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -7,5 +8,12 @@ namespace sluice::cli {
 
 // "448,259,309" or "448 259 309" -> ids. Throws naming `flag` on anything else.
 std::vector<int> parse_token_list(const std::string& text, const std::string& flag);
+
+}  // namespace sluice::cli
+
+namespace sluice::cli {
+
+// "2000000", "2M", "512MiB", "4G", "1.5GB" -> bytes (K/M/G/T are powers of 1024). Throws naming `flag`.
+uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 
 }  // namespace sluice::cli

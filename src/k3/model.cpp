@@ -10,6 +10,8 @@
 // and at the end logits = lm_head · RMSNorm(AttnRes(B ++ [P]; u_out)).
 #include "k3/model.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -21,11 +23,58 @@
 
 namespace sluice {
 
-std::unique_ptr<Model> open_model(const std::string& dir) {
+uint64_t default_ram_budget() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 8ull << 30;
+  return uint64_t(pages) * uint64_t(page) / 4 * 3;  // leave a quarter to the OS and the page cache
+}
+
+constexpr int kMinContext = 256;
+
+MemoryPlan plan_memory(const Checkpoint& ck, const ModelOptions& opt) {
+  const ModelConfig& c = ck.config;
+  MemoryPlan p;
+  p.budget = opt.ram_budget ? opt.ram_budget : default_ram_budget();
+  p.globals = spine_tensor_bytes(ck, -1);
+  uint64_t biggest = 0;
+  for (int l = 0; l < c.num_hidden_layers; l++) {
+    uint64_t b = spine_tensor_bytes(ck, l);
+    p.spine_total += b;
+    biggest = std::max(biggest, b);
+  }
+  // Sequence state: KDA S + conv history (fixed), MLA latent cache per position.
+  uint64_t kda = 0, mla_per_pos = 0;
+  for (int l = 0; l < c.num_hidden_layers; l++) {
+    if (c.is_kda_layer(l))
+      kda += (uint64_t(c.kda_num_heads) * c.kda_head_dim * c.kda_head_dim +
+              3ull * uint64_t(std::max(c.kda_conv_kernel - 1, 0)) * c.kda_dim()) * sizeof(float);
+    else
+      mla_per_pos += uint64_t(c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
+  }
+  const uint64_t span = c.num_experts > 0 ? ck.config.expert_span_bytes() : 0;
+  p.expert_buffers = 2 * span;
+  // The minimum holds state for a short context; the full max_context is reserved when it fits.
+  const uint64_t min_state = kda + mla_per_pos * uint64_t(std::min(std::max(opt.max_context, 1), kMinContext));
+  p.minimum = p.globals + p.expert_buffers + min_state + 2 * biggest;
+  if (p.budget < p.minimum)
+    fail(ck.dir, "RAM budget of " + std::to_string(p.budget) + " bytes is below this model's working minimum of " +
+                     std::to_string(p.minimum) + " bytes (globals, two streamed layers, expert buffers, state for " +
+                     std::to_string(kMinContext) + " tokens)");
+  p.state_reserve = std::min(kda + mla_per_pos * uint64_t(std::max(opt.max_context, 1)),
+                             p.budget - (p.minimum - min_state));
+  const uint64_t fixed = p.globals + p.state_reserve + p.expert_buffers;
+  p.spine_resident = fixed + p.spine_total <= p.budget;
+  p.spine_held = p.spine_resident ? p.spine_total : 2 * biggest;
+  p.expert_cache = p.budget - fixed - p.spine_held;
+  return p;
+}
+
+std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt) {
   auto m = std::make_unique<Model>();
   m->ck = open_checkpoint(dir);
+  m->plan = plan_memory(m->ck, opt);
   m->globals = load_global_weights(m->ck);
-  for (int l = 0; l < m->ck.config.num_hidden_layers; l++) m->layers.push_back(load_layer_weights(m->ck, l));
+  m->spine = std::make_unique<Spine>(m->ck, m->plan.spine_resident);
   m->experts = make_pread_expert_source(m->ck);
   return m;
 }
@@ -68,7 +117,7 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
   }
 
   for (int l = 0; l < c.num_hidden_layers; l++) {
-    const LayerWeights& w = m.layers[size_t(l)];
+    const LayerWeights& w = m.spine->layer(l);
     // Attention sub-block.
     if (blocks.empty()) mixed = P;
     else mix(w.u_attn, mixed.data());

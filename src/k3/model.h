@@ -16,22 +16,49 @@
 
 #include "checkpoint/checkpoint.h"
 #include "k3/experts.h"
+#include "k3/spine.h"
 #include "k3/state.h"
 #include "k3/weights.h"
 
 namespace sluice {
 
+struct ModelOptions {
+  // Bound on what the engine keeps in RAM: spine, expert cache, state, buffers.
+  // 0 = a safe share of physical memory (default_ram_budget()).
+  uint64_t ram_budget = 0;
+  // Context length the budget reserves sequence state for.
+  int max_context = 4096;
+};
+
+// How the budget was spent when the model was opened.
+struct MemoryPlan {
+  uint64_t budget = 0;
+  uint64_t minimum = 0;        // the engine's working minimum for this model
+  uint64_t globals = 0;        // embedding, head, final norms
+  uint64_t spine_total = 0;    // all layers' spine
+  uint64_t spine_held = 0;     // resident: spine_total; streamed: two layers
+  bool spine_resident = true;
+  uint64_t state_reserve = 0;  // sequence state at max_context
+  uint64_t expert_buffers = 0; // in-flight expert reads
+  uint64_t expert_cache = 0;   // what is left for caching experts
+};
+
 struct Model {
   Checkpoint ck;
+  MemoryPlan plan;
   GlobalWeights globals;
-  std::vector<LayerWeights> layers;
+  std::unique_ptr<Spine> spine;
   std::unique_ptr<ExpertSource> experts;
 
   const ModelConfig& config() const { return ck.config; }
 };
 
-// Opens DIR, binds and loads the spine, and reads experts with `experts` (pread if null).
-std::unique_ptr<Model> open_model(const std::string& dir);
+uint64_t default_ram_budget();
+// Plans memory for `ck` under `opt`; throws naming the minimum if the budget is below it.
+MemoryPlan plan_memory(const Checkpoint& ck, const ModelOptions& opt);
+
+// Opens DIR: checkpoint, memory plan, spine (resident or streamed), expert source.
+std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt = {});
 
 // What a forward pass can report besides logits (tests and statistics).
 struct ForwardTrace {
