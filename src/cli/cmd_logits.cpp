@@ -6,15 +6,17 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/expert_stats.h"
 #include "cli/token_list.h"
 #include "engine/session.h"
-#include "store/atomic_file.h"
+#include "checkpoint/safetensors_writer.h"
 
 namespace sluice::cli {
 namespace {
 
 struct LogitsArgs {
   std::string model, tokens, ram_budget, out, mode = "prefill";
+  bool stats = false;
 };
 
 int run_logits(const LogitsArgs& a) {
@@ -36,7 +38,8 @@ int run_logits(const LogitsArgs& a) {
       all.insert(all.end(), l.begin(), l.end());
     }
   }
-  write_file_atomic(a.out, all.data(), all.size() * sizeof(float));
+  write_file_atomic(a.out, std::string_view(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(float)));
+  if (a.stats) std::fprintf(stderr, "%s\n", expert_stats_json(*model, int(ids.size())).c_str());
   return 0;
 }
 
@@ -49,6 +52,7 @@ Command reg("logits", "Write the logits at every position of the given tokens (f
               sub.add_option("--out", a->out, "Output file")->required();
               sub.add_option("--mode", a->mode, "prefill (one batch) or step (one token at a time)")
                   ->check(CLI::IsMember({"prefill", "step"}));
+              sub.add_flag("--stats", a->stats, "Print where expert bytes came from (JSON on stderr)");
               *action = [a] { return run_logits(*a); };
             });
 

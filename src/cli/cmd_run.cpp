@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/expert_stats.h"
 #include "cli/token_list.h"
 #include "engine/session.h"
 
@@ -16,6 +17,7 @@ struct RunArgs {
   std::string model, tokens, ram_budget;
   int max_new = 16;
   bool ids = false;
+  bool stats = false;
 };
 
 int run_run(const RunArgs& a) {
@@ -29,6 +31,7 @@ int run_run(const RunArgs& a) {
   std::string line;
   for (size_t i = 0; i < out.size(); i++) line += (i ? " " : "") + std::to_string(out[i]);
   std::printf("%s\n", line.c_str());
+  if (a.stats) std::fprintf(stderr, "%s\n", expert_stats_json(*model, int(prompt.size() + out.size())).c_str());
   return 0;
 }
 
@@ -39,6 +42,7 @@ Command reg("run", "Generate a continuation of a prompt", [](CLI::App& sub, Acti
   sub.add_option("--tokens", a->tokens, "Prompt as token ids, e.g. 448,259,309");
   sub.add_option("--max-new", a->max_new, "Tokens to generate")->check(CLI::NonNegativeNumber);
   sub.add_flag("--ids", a->ids, "Print generated token ids (space-separated) instead of text");
+  sub.add_flag("--stats", a->stats, "Print where expert bytes came from (JSON on stderr)");
   *action = [a] { return run_run(*a); };
 });
 

@@ -65,3 +65,50 @@ TEST(Session, SnapshotRestoreRollsBack) {
 }
 
 }  // namespace sluice
+
+#include <filesystem>
+#include <unistd.h>
+
+#include "checkpoint/synthetic_model.h"
+
+namespace sluice {
+namespace {
+
+// Generated models of shapes the fixture does not have.
+struct GeneratedModel {
+  std::string dir;
+  GeneratedModel(const SyntheticShape& shape, uint64_t seed, const std::string& tag) {
+    dir = (std::filesystem::temp_directory_path() / ("sluice-gen-" + std::to_string(getpid()) + "-" + tag)).string();
+    std::filesystem::remove_all(dir);
+    write_synthetic_model(plan_synthetic_model(shape, seed), dir);
+  }
+  ~GeneratedModel() { std::filesystem::remove_all(dir); }
+};
+
+std::vector<std::pair<std::string, SyntheticShape>> shapes() {
+  std::vector<std::pair<std::string, SyntheticShape>> out;
+  out.push_back({"tiny", tiny_preset()});
+  SyntheticShape odd = tiny_preset();  // small odd widths, MLA first and last, block 2
+  odd.hidden = 96, odd.layers = 5, odd.heads = 3, odd.kda_heads = 2, odd.kda_head_dim = 24;
+  odd.q_lora = 40, odd.kv_lora = 48, odd.nope = 16, odd.rope = 8, odd.v_head = 24;
+  odd.experts = 12, odd.top_k = 3, odd.moe_inter = 64, odd.latent = 32, odd.shared = 1, odd.dense_inter = 80;
+  odd.block = 2, odd.mla_layers = {2, 4, 5}, odd.shards = 2;
+  out.push_back({"odd", odd});
+  SyntheticShape deep = tiny_preset();  // more layers and blocks, scaled routing, long conv
+  deep.layers = 13, deep.block = 4, deep.experts = 16, deep.top_k = 6, deep.kda_conv_kernel = 3;
+  deep.routed_scaling_factor = 2.5, deep.shards = 4, deep.mla_layers = {};
+  out.push_back({"deep", deep});
+  return out;
+}
+
+TEST(Session, PrefillEqualsStepsOnGeneratedModels) {
+  uint32_t seed = 7;
+  for (const auto& [name, shape] : shapes()) {
+    SCOPED_TRACE(name);
+    GeneratedModel g(shape, seed, name);
+    expect_prefill_equals_steps(g.dir, 19, seed++);
+  }
+}
+
+}  // namespace
+}  // namespace sluice

@@ -62,3 +62,174 @@ std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck) {
 }
 
 }  // namespace sluice
+
+// ---- io_uring + O_DIRECT + RAM cache ----------------------------------------
+
+#include <deque>
+#include <unordered_map>
+
+#include "store/expert_cache.h"
+#include "store/span_reader.h"
+
+namespace sluice {
+
+namespace {
+
+class DirectExperts : public ExpertSource {
+ public:
+  DirectExperts(const Checkpoint& ck, const DirectSourceOptions& opt)
+      : ck_(ck),
+        span_(ck.config.expert_span_bytes()),
+        reader_(ck.shard_paths, reader_options(opt)),
+        cache_(cache_options(ck, opt)) {
+    const uint64_t cap = SpanReader::direct_capacity(span_);
+    max_bypass_ = std::max<uint64_t>(1, opt.inflight_bytes / std::max<uint64_t>(cap, 1));
+    first_moe_ = ck.config.first_k_dense_replace;
+  }
+
+  void fetch(int layer, std::span<const int> experts,
+             const std::function<void(size_t, const uint8_t*)>& use) override {
+    if (layer == first_moe_) cache_.next_token();
+    // Needs: either ready in the cache, in flight (a prefetch), or to be read.
+    struct Need {
+      size_t i;
+      int slot;
+    };
+    std::vector<Need> ready;
+    std::deque<size_t> to_read;
+    for (size_t i = 0; i < experts.size(); i++) {
+      const int e = experts[i];
+      int slot = cache_.lookup(layer, e);
+      if (slot >= 0) {
+        if (cache_.ready(slot)) {
+          cache_.pin(slot);
+          ready.push_back({i, slot});
+          stats_.cache_hits++;
+          stats_.bytes_hit += span_;
+        } else {
+          // A prefetch is reading it; its pin holds the slot until the read lands.
+          waiting_[slot_ticket_.at(slot)] = {i, slot, /*own=*/true};
+          stats_.prefetch_used++;
+        }
+        continue;
+      }
+      to_read.push_back(i);
+    }
+    size_t outstanding = 0;
+    for (const auto& [ticket, w] : waiting_) outstanding += w.own ? 1 : 0;
+    auto submit_more = [&] {
+      while (!to_read.empty()) {
+        const size_t i = to_read.front();
+        const ExpertSpan& s = ck_.experts[size_t(layer)][size_t(experts[i])];
+        int slot = cache_.insert(layer, experts[i]);  // pinned when >= 0
+        if (slot < 0 && bypass_inflight_ >= max_bypass_) break;
+        to_read.pop_front();
+        uint64_t t;
+        if (slot >= 0) {
+          t = reader_.submit(s.shard, s.offset, s.length, cache_.slot_buffer(slot));
+          slot_ticket_[slot] = t;
+        } else {
+          t = reader_.submit(s.shard, s.offset, s.length);
+          bypass_inflight_++;
+        }
+        waiting_[t] = {i, slot, true};
+        outstanding++;
+      }
+    };
+    submit_more();
+    // Then the hinted reads for the next layer, behind this layer's own.
+    for (auto& [l, e] : hints_) issue_prefetch(l, e);
+    hints_.clear();
+    // Compute on what is already here while the reads run.
+    for (const Need& n : ready) {
+      use(n.i, cache_.data(n.slot));
+      cache_.unpin(n.slot);
+      stats_.fetched++;
+    }
+    while (outstanding > 0) {
+      Completed c = reader_.wait_any();
+      auto it = waiting_.find(c.ticket);
+      if (it == waiting_.end()) continue;  // cannot happen: every ticket is recorded
+      Waiting w = it->second;
+      waiting_.erase(it);
+      if (w.slot >= 0) {
+        cache_.set_ready(w.slot, c.data);
+        slot_ticket_.erase(w.slot);
+      } else {
+        bypass_inflight_--;
+      }
+      if (w.own) {
+        outstanding--;
+        use(w.i, c.data);
+        stats_.fetched++;
+      }
+      if (w.slot >= 0) cache_.unpin(w.slot);
+      submit_more();
+    }
+  }
+
+  void prefetch(int layer, std::span<const int> experts) override {
+    for (int e : experts) hints_.push_back({layer, e});
+  }
+
+  ExpertStats stats() const override {
+    ExpertStats s = stats_;
+    s.bytes_read = reader_.stats().bytes_read;
+    return s;
+  }
+
+ private:
+  void issue_prefetch(int layer, int e) {
+    {
+      if (cache_.find(layer, e) >= 0) return;
+      int slot = cache_.insert(layer, e);
+      if (slot < 0) return;  // no room: a guess never displaces pinned work
+      const ExpertSpan& s = ck_.experts[size_t(layer)][size_t(e)];
+      uint64_t t = reader_.submit(s.shard, s.offset, s.length, cache_.slot_buffer(slot));
+      slot_ticket_[slot] = t;
+      waiting_[t] = {0, slot, false};
+      stats_.prefetched++;
+    }
+  }
+
+  struct Waiting {
+    size_t i;
+    int slot;  // cache slot, or -1 for a bypass read (its buffer comes back owned)
+    bool own;  // a fetch is waiting for it (else a prefetch nobody asked for yet)
+  };
+
+  static SpanReaderOptions reader_options(const DirectSourceOptions& o) {
+    SpanReaderOptions r;
+    r.queue_depth = std::max(1, o.queue_depth);
+    return r;
+  }
+  static ExpertCacheOptions cache_options(const Checkpoint& ck, const DirectSourceOptions& o) {
+    const ModelConfig& c = ck.config;
+    ExpertCacheOptions co;
+    co.slot_bytes = SpanReader::direct_capacity(c.expert_span_bytes());
+    co.budget_bytes = o.cache_bytes;
+    co.layers = c.num_hidden_layers;
+    co.experts_per_layer = std::max(c.num_experts, 1);
+    co.lookups_per_token = (c.num_hidden_layers - c.first_k_dense_replace) * c.num_experts_per_token;
+    return co;
+  }
+
+  const Checkpoint& ck_;
+  uint64_t span_;
+  SpanReader reader_;
+  ExpertCache cache_;
+  std::unordered_map<uint64_t, Waiting> waiting_;  // ticket -> what it is for
+  std::unordered_map<int, uint64_t> slot_ticket_;  // slot -> its read in flight
+  uint64_t bypass_inflight_ = 0, max_bypass_ = 1;
+  int first_moe_ = 1;
+  std::vector<std::pair<int, int>> hints_;  // (layer, expert) to read after the next fetch's own reads
+  ExpertStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<ExpertSource> make_direct_expert_source(const Checkpoint& ck, const DirectSourceOptions& opt) {
+  return std::make_unique<DirectExperts>(ck, opt);
+}
+
+}  // namespace sluice

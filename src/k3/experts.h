@@ -16,6 +16,17 @@
 
 namespace sluice {
 
+// What a source did, for --stats and the bench.
+struct ExpertStats {
+  uint64_t fetched = 0;          // expert spans handed to the MoE
+  uint64_t bytes_read = 0;       // bytes read from files (alignment padding included)
+  uint64_t cache_hits = 0;       // spans served from the RAM cache
+  uint64_t bytes_hit = 0;        // span bytes those hits did not have to read
+  uint64_t prefetched = 0;       // spans read ahead of need
+  uint64_t prefetch_used = 0;    // needed spans that a prefetch had already started
+  uint64_t network_bytes = 0;    // bytes fetched over HTTP (stream installs)
+};
+
 class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
@@ -23,9 +34,24 @@ class ExpertSource {
   // expert experts[i] of `layer`, in any order; the span is valid during the call.
   virtual void fetch(int layer, std::span<const int> experts,
                      const std::function<void(size_t i, const uint8_t* span)>& use) = 0;
+  // A hint: these experts of `layer` will probably be needed soon; the reads
+  // start right after the next fetch() has issued its own. Wrong guesses cost
+  // bandwidth, never correctness. Default: ignored.
+  virtual void prefetch(int /*layer*/, std::span<const int> /*experts*/) {}
+  virtual ExpertStats stats() const { return {}; }
 };
 
 // Reads each span with pread, every time (no cache): the simplest correct source.
 std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck);
+
+struct DirectSourceOptions {
+  uint64_t cache_bytes = 0;      // RAM for cached experts (0: no cache)
+  uint64_t inflight_bytes = 0;   // RAM for reads that bypass the cache (at least one span)
+  int queue_depth = 16;          // read operations in flight
+};
+
+// io_uring + O_DIRECT reads (store/span_reader.h) into a RAM expert cache with
+// learned heat (store/expert_cache.h); experts never enter the page cache.
+std::unique_ptr<ExpertSource> make_direct_expert_source(const Checkpoint& ck, const DirectSourceOptions& opt);
 
 }  // namespace sluice

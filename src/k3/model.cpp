@@ -10,6 +10,7 @@
 // and at the end logits = lm_head · RMSNorm(AttnRes(B ++ [P]; u_out)).
 #include "k3/model.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,8 @@
 #include "k3/layers.h"
 #include "kernels/fast.h"
 #include "kernels/ref.h"
+#include "store/http_experts.h"
+#include "store/setup_manifest.h"
 
 namespace sluice {
 
@@ -69,13 +72,32 @@ MemoryPlan plan_memory(const Checkpoint& ck, const ModelOptions& opt) {
   return p;
 }
 
+namespace {
+
+bool is_stream_install(const std::string& dir) {
+  struct stat st;
+  return ::stat((dir + "/" + kStreamManifestName).c_str(), &st) == 0;
+}
+
+}  // namespace
+
 std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt) {
   auto m = std::make_unique<Model>();
   m->ck = open_checkpoint(dir);
   m->plan = plan_memory(m->ck, opt);
   m->globals = load_global_weights(m->ck);
   m->spine = std::make_unique<Spine>(m->ck, m->plan.spine_resident);
-  m->experts = make_pread_expert_source(m->ck);
+  if (is_stream_install(dir)) {
+    m->experts = make_expert_source_for(m->ck);  // experts fetched over HTTP into the span cache
+  } else if (opt.pread_experts || m->ck.config.num_experts == 0) {
+    m->experts = make_pread_expert_source(m->ck);
+  } else {
+    DirectSourceOptions d;
+    d.cache_bytes = m->plan.expert_cache;
+    d.inflight_bytes = m->plan.expert_buffers;
+    d.queue_depth = opt.queue_depth;
+    m->experts = make_direct_expert_source(m->ck, d);
+  }
   return m;
 }
 
@@ -83,6 +105,56 @@ namespace {
 
 void rmsnorm_rows(const float* x, const std::vector<float>& w, int T, int H, float eps, float* y) {
   for (int t = 0; t < T; t++) ref::rmsnorm(x + size_t(t) * H, w.data(), H, eps, y + size_t(t) * H);
+}
+
+}  // namespace
+
+namespace {
+
+// Prefetch guesses for layer l+1, issued while layer l's experts are read:
+// the experts the previous token chose there, plus (when the spine is resident)
+// layer l+1's router applied to layer l's FFN input ("lookahead").
+void hint_next_layer(Model& m, int l, const float* y, int T) {
+  const ModelConfig& c = m.config();
+  const int n = l + 1;
+  if (n >= c.num_hidden_layers || !c.is_moe_layer(n)) return;
+  Prefetcher& p = m.prefetcher;
+  p.guess.resize(size_t(c.num_hidden_layers));
+  p.last_route.resize(size_t(c.num_hidden_layers));
+  std::vector<int>& g = p.guess[size_t(n)];
+  g = p.last_route[size_t(n)];
+  if (m.spine->resident()) {
+    const MoeWeights& w = m.spine->layer(n).moe;
+    const int E = c.num_experts, K = c.num_experts_per_token;
+    std::vector<float> logits(static_cast<size_t>(E));
+    std::vector<int> ids(static_cast<size_t>(K));
+    std::vector<float> wts(static_cast<size_t>(K));
+    const float* last = y + size_t(T - 1) * c.hidden_size;
+    fast::matvec_bf16(w.router.w, E, c.hidden_size, last, logits.data());
+    route_token(logits.data(), w.bias.data(), E, K, 1.0f, ids.data(), wts.data());
+    g.insert(g.end(), ids.begin(), ids.end());
+  }
+  std::sort(g.begin(), g.end());
+  g.erase(std::unique(g.begin(), g.end()), g.end());
+  m.experts->prefetch(n, g);
+}
+
+// Recall of the guess made for layer l, and the route the next token's guess reuses.
+void score_guess(Model& m, int l, const std::vector<int>& chosen, int T) {
+  const ModelConfig& c = m.config();
+  Prefetcher& p = m.prefetcher;
+  const int K = c.num_experts_per_token;
+  p.last_route.resize(size_t(c.num_hidden_layers));
+  p.guess.resize(size_t(c.num_hidden_layers));
+  p.needed.resize(size_t(c.num_hidden_layers));
+  p.guessed.resize(size_t(c.num_hidden_layers));
+  p.last_route[size_t(l)].assign(chosen.end() - K, chosen.end());
+  if (T != 1) return;  // recall is a decode-step figure
+  const std::vector<int>& g = p.guess[size_t(l)];
+  for (int e : p.last_route[size_t(l)]) {
+    p.needed[size_t(l)]++;
+    if (std::binary_search(g.begin(), g.end(), e)) p.guessed[size_t(l)]++;
+  }
 }
 
 }  // namespace
@@ -135,8 +207,10 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
     mix(w.u_mlp, mixed.data());
     rmsnorm_rows(mixed.data(), w.post_norm, T, H, c.rms_norm_eps, normed.data());
     if (c.is_moe_layer(l)) {
+      hint_next_layer(m, l, normed.data(), T);
       std::vector<int> chosen;
-      moe_forward(c, w.moe, l, *m.experts, normed.data(), T, sub.data(), trace ? &chosen : nullptr);
+      moe_forward(c, w.moe, l, *m.experts, normed.data(), T, sub.data(), &chosen);
+      score_guess(m, l, chosen, T);
       if (trace) trace->experts.insert(trace->experts.end(), chosen.begin(), chosen.end());
     } else {
       dense_forward(c, w.dense, normed.data(), T, sub.data());

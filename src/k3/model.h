@@ -28,6 +28,10 @@ struct ModelOptions {
   uint64_t ram_budget = 0;
   // Context length the budget reserves sequence state for.
   int max_context = 4096;
+  // Expert reads in flight (io_uring queue depth).
+  int queue_depth = 16;
+  // Read experts with plain pread and no cache (the simplest source; for comparisons).
+  bool pread_experts = false;
 };
 
 // How the budget was spent when the model was opened.
@@ -43,12 +47,25 @@ struct MemoryPlan {
   uint64_t expert_cache = 0;   // what is left for caching experts
 };
 
+// Prefetch guesses and how well they did (decode steps), per layer.
+struct Prefetcher {
+  std::vector<std::vector<int>> last_route;  // experts the latest token chose, per layer
+  std::vector<std::vector<int>> guess;       // the current guess for each layer, sorted
+  std::vector<uint64_t> needed, guessed;     // per layer: experts needed, and of those guessed
+  double recall() const {
+    uint64_t n = 0, g = 0;
+    for (size_t l = 0; l < needed.size(); l++) n += needed[l], g += guessed[l];
+    return n ? double(g) / double(n) : 0.0;
+  }
+};
+
 struct Model {
   Checkpoint ck;
   MemoryPlan plan;
   GlobalWeights globals;
   std::unique_ptr<Spine> spine;
   std::unique_ptr<ExpertSource> experts;
+  Prefetcher prefetcher;
 
   const ModelConfig& config() const { return ck.config; }
 };

@@ -54,3 +54,32 @@ TEST(Model, BudgetBelowMinimumIsRefused) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Expert sources differ in where bytes come from, never in the result: plain
+// pread, and io_uring/O_DIRECT with a cache from none to everything.
+TEST(Model, ExpertSourcesGiveIdenticalLogits) {
+  const std::vector<int> toks = {448, 259, 309, 412, 370, 399, 335, 283, 72, 307, 450, 12, 99, 100};
+  ModelOptions pread;
+  pread.pread_experts = true;
+  auto base = open_model(kFixture, pread);
+  const std::vector<float> want = run_all(*base, toks, false);
+  const std::vector<float> want_steps = run_all(*base, toks, true);
+  for (uint64_t budget : {uint64_t(2) << 20, uint64_t(3) << 20, uint64_t(64) << 20}) {
+    ModelOptions o;
+    o.ram_budget = budget;
+    auto m = open_model(kFixture, o);
+    EXPECT_EQ(run_all(*m, toks, false), want) << "budget " << budget;
+    EXPECT_EQ(run_all(*m, toks, true), want_steps) << "budget " << budget;
+    ExpertStats st = m->experts->stats();
+    EXPECT_GT(st.fetched, 0u);
+    if (budget == (uint64_t(64) << 20)) {
+      EXPECT_GT(st.cache_hits, 0u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,139 @@
+// sluice setup — install a checkpoint from the Hugging Face hub (or a server laid out like it).
+//   sluice setup --repo ORG/NAME [--revision REV] [--hub URL] --dest DIR --full|--stream
+//                [--max-cache-bytes N] [--jobs N] [--connections N] [--skip-space-check]
+//                [--retries N] [--stall-timeout S] [--backoff-ms MS]
+// Progress goes to stderr: one redrawn line on a terminal, a plain line every
+// few seconds otherwise; the rate (and so the ETA) is over the last 10 seconds. $HF_TOKEN, when set, is sent as a bearer token.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <string>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "store/http_setup.h"
+
+namespace sluice::cli {
+namespace {
+
+struct SetupArgs {
+  std::string repo, revision = "main", hub = "https://huggingface.co", dest, max_cache = "0";
+  bool full = false, stream = false, skip_space_check = false;
+  int jobs = 4, connections = 8, retries = 6, stall_timeout = 30, backoff_ms = 250;
+};
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, u++;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+std::string human_time(double s) {
+  if (s < 0 || s > 1e8) return "?";
+  long t = long(s + 0.5);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, t / 60 % 60);
+  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", t);
+  return buf;
+}
+
+// "20G", "512M", "1.5T", "1000": bytes (binary units).
+uint64_t parse_bytes(const std::string& s, const char* flag) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  std::string unit = end ? end : "";
+  double mul = 1;
+  if (unit == "" || unit == "B") mul = 1;
+  else if (unit == "K" || unit == "KiB") mul = 1024.0;
+  else if (unit == "M" || unit == "MiB") mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mul = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TiB") mul = 1024.0 * 1024 * 1024 * 1024;
+  else fail(flag, "'" + s + "' is not a size (e.g. 500G, 64M, 1000000)");
+  if (end == s.c_str() || v < 0) fail(flag, "'" + s + "' is not a size (e.g. 500G, 64M, 1000000)");
+  return uint64_t(v * mul);
+}
+
+int run_setup_cmd(const SetupArgs& a) {
+  if (a.full == a.stream) fail("setup", "give exactly one of --full or --stream");
+  SetupOptions o;
+  o.source.hub = a.hub;
+  while (!o.source.hub.empty() && o.source.hub.back() == '/') o.source.hub.pop_back();
+  o.source.repo = a.repo;
+  o.source.revision = a.revision;
+  o.dest = a.dest;
+  o.mode = a.full ? SetupMode::full : SetupMode::stream;
+  o.jobs = a.jobs;
+  o.connections = a.connections;
+  o.check_space = !a.skip_space_check;
+  o.max_cache_bytes = parse_bytes(a.max_cache, "--max-cache-bytes");
+  o.http.retries = a.retries;
+  o.http.stall_timeout_s = a.stall_timeout;
+  o.http.backoff_ms = a.backoff_ms;
+  if (const char* t = std::getenv("HF_TOKEN"); t && *t) o.http.bearer_token = t;
+
+  const bool tty = ::isatty(2);
+  double last_line = -1e9;
+  std::deque<std::pair<double, uint64_t>> samples;  // (seconds, fetched bytes) over the last 10 s
+  auto progress = [&](const SetupProgress& p) {
+    samples.emplace_back(p.seconds, p.fetched_bytes);
+    while (samples.size() > 2 && samples.front().first < p.seconds - 10) samples.pop_front();
+    const double window = p.seconds - samples.front().first;
+    const double rate = window > 0.5 ? double(p.fetched_bytes - samples.front().second) / window
+                        : p.seconds > 0 ? double(p.fetched_bytes) / p.seconds
+                                        : 0;
+    const double left = double(p.total_bytes > p.done_bytes ? p.total_bytes - p.done_bytes : 0);
+    const double pct = p.total_bytes ? 100.0 * double(p.done_bytes) / double(p.total_bytes) : 100.0;
+    std::string line = human_bytes(double(p.done_bytes)) + " of " + human_bytes(double(p.total_bytes)) + " (" +
+                       std::to_string(int(pct)) + "%), " + human_bytes(rate) + "/s, ETA " +
+                       (left == 0 ? std::string("0s") : rate > 0 ? human_time(left / rate) : std::string("?")) +
+                       ", " + std::to_string(p.files_done) + "/" + std::to_string(p.files_total) + " files";
+    if (tty) {
+      std::fprintf(stderr, "\r\x1b[Ksetup: %s%s", line.c_str(), p.final ? "\n" : "");
+    } else if (p.final || p.seconds - last_line >= 5.0) {
+      std::fprintf(stderr, "setup: %s\n", line.c_str());
+      last_line = p.seconds;
+    }
+    std::fflush(stderr);
+  };
+  SetupResult r = run_setup(o, progress);
+  std::printf("sluice setup: %s%s%s installed in %s (%s): %d files fetched, %d already complete, %s received\n",
+              a.repo.c_str(), r.commit.empty() ? "" : "@", r.commit.substr(0, 12).c_str(), a.dest.c_str(),
+              a.full ? "full" : "stream", r.files_fetched, r.files_skipped, human_bytes(double(r.bytes_fetched)).c_str());
+  if (a.stream)
+    std::printf("sluice setup: %s of experts stay on the server, fetched on first use into %s/.span-cache%s\n",
+                human_bytes(double(r.remote_expert_bytes)).c_str(), a.dest.c_str(),
+                o.max_cache_bytes ? (" (bounded to " + human_bytes(double(o.max_cache_bytes)) + ")").c_str() : "");
+  return 0;
+}
+
+Command reg("setup", "Download a checkpoint in full, or set it up to stream experts on demand",
+            [](CLI::App& sub, Action* action) {
+              auto a = std::make_shared<SetupArgs>();
+              sub.add_option("--repo", a->repo, "Repository, ORG/NAME")->required();
+              sub.add_option("--revision", a->revision, "Branch, tag or commit (default main)");
+              sub.add_option("--hub", a->hub, "Hub URL, or a mirror laid out the same way");
+              sub.add_option("--dest", a->dest, "Model directory to install into")->required();
+              sub.add_flag("--full", a->full, "Download every file");
+              sub.add_flag("--stream", a->stream, "Download all but the routed experts; fetch those on demand");
+              sub.add_option("--max-cache-bytes", a->max_cache, "Stream: bound on the span cache (e.g. 500G; 0 = none)");
+              sub.add_option("--jobs", a->jobs, "Files downloaded at once")->check(CLI::Range(1, 64));
+              sub.add_option("--connections", a->connections, "Stream: spans fetched at once at run time")
+                  ->check(CLI::Range(1, 256));
+              sub.add_flag("--skip-space-check", a->skip_space_check, "Do not check free space before starting");
+              sub.add_option("--retries", a->retries, "Failed attempts in a row tolerated per request")
+                  ->check(CLI::Range(0, 100));
+              sub.add_option("--stall-timeout", a->stall_timeout, "Seconds without data before an attempt is retried")
+                  ->check(CLI::Range(1, 3600));
+              sub.add_option("--backoff-ms", a->backoff_ms, "First retry delay; doubles per failure")
+                  ->check(CLI::Range(0, 60000));
+              *action = [a] { return run_setup_cmd(*a); };
+            });
+
+}  // namespace
+}  // namespace sluice::cli

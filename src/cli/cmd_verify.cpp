@@ -1,0 +1,43 @@
+// sluice verify — check an installed model directory; optionally repair what can be refetched.
+//   sluice verify --model DIR [--repair]
+// Prints one line per check on stdout; exits 1 if any problem remains.
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+#include "store/verify_install.h"
+
+namespace sluice::cli {
+namespace {
+
+struct VerifyArgs {
+  std::string model;
+  bool repair = false;
+};
+
+int run_verify(const VerifyArgs& a) {
+  VerifyResult r = verify_model(a.model, a.repair, [](const VerifyLine& l) {
+    const char* tag = l.level == VerifyLevel::ok ? "ok     " : l.level == VerifyLevel::note ? "note   " : "PROBLEM";
+    std::printf("%s %s\n", tag, l.text.c_str());
+    std::fflush(stdout);
+  });
+  if (r.problems == 0)
+    std::printf("verify: %s is good%s\n", a.model.c_str(),
+                r.repaired ? (" after " + std::to_string(r.repaired) + " repairs").c_str() : "");
+  else
+    std::printf("verify: %d problem%s in %s%s\n", r.problems, r.problems == 1 ? "" : "s", a.model.c_str(),
+                a.repair ? "" : " (--repair fixes cache entries and partial downloads)");
+  return r.problems == 0 ? 0 : 1;
+}
+
+Command reg("verify", "Check an installed model: files, hashes, config, span index, span cache",
+            [](CLI::App& sub, Action* action) {
+              auto a = std::make_shared<VerifyArgs>();
+              sub.add_option("--model", a->model, "Model directory")->required();
+              sub.add_flag("--repair", a->repair,
+                           "Delete bad cache entries and partial downloads; forget bad files so setup refetches them");
+              *action = [a] { return run_verify(*a); };
+            });
+
+}  // namespace
+}  // namespace sluice::cli

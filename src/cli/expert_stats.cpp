@@ -1,0 +1,34 @@
+#include "cli/expert_stats.h"
+
+#include <nlohmann/json.hpp>
+
+#include "store/http_experts.h"
+
+namespace sluice::cli {
+
+std::string expert_stats_json(const Model& model, int tokens) {
+  nlohmann::json j;
+  j["tokens"] = tokens;
+  StreamStats s;
+  if (!model.experts || !stream_stats(*model.experts, &s)) {
+    j["expert_source"] = "local";
+    return j.dump();
+  }
+  j["expert_source"] = "http";
+  j["spans_requested"] = s.spans_requested;
+  j["spans_fetched"] = s.spans_fetched;
+  j["cache_hits"] = s.cache_hits;
+  j["local_reads"] = s.local_reads;
+  j["network_bytes"] = s.network_bytes;
+  j["network_bytes_per_token"] = tokens > 0 ? double(s.network_bytes) / tokens : 0.0;
+  j["requests"] = s.requests;
+  j["retries"] = s.retries;
+  j["cache_corrupt"] = s.cache_corrupt;
+  j["cache_evictions"] = s.cache_evictions;
+  j["cache_store_errors"] = s.cache_store_errors;
+  j["cache_bytes"] = s.cache_bytes;
+  j["cache_entries"] = s.cache_entries;
+  return j.dump();
+}
+
+}  // namespace sluice::cli

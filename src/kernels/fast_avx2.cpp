@@ -1,0 +1,481 @@
+// AVX2/FMA matrix-vector and matrix-matrix products (see fast_avx2.h).
+//
+// Per-row reduction order — the one thing every path here must keep, so that
+// matmul gives bitwise the same result per token as matvec, and no result
+// depends on the thread count or on how rows and tokens are tiled:
+//
+//   bf16:  x is permuted once per call into blocks of 16 columns, the 8 even
+//          columns then the 8 odd ones (zero-padded to a multiple of 16), so a
+//          row is decoded with one shift (even) and one mask (odd). For block b
+//          in order, acc_even += w_even·x_even and acc_odd += w_odd·x_odd (FMA,
+//          8 lanes each). The last partial block is padded with zeros.
+//   MXFP4: groups (32 columns, one scale) are taken in pairs; x is permuted
+//          into blocks of 64 in the order the decoder emits the 8 vectors of
+//          a pair (mx_column below; lanes 0-3 hold group g, 4-7 group g+1),
+//          zero-padded to a multiple of 64. For each pair in order:
+//          part_0 = w0·x0 + w2·x2 + w4·x4 + w6·x6 and part_1 likewise over
+//          the odd vectors (mul then FMAs, in that order, w unscaled), then
+//          acc_i += part_i · 2^(s-127) (FMA, per-lane scale of its group).
+//   Then y = hsum(acc_0 + acc_1), hsum adding the two 128-bit halves, then
+//   the high pair onto the low pair, then lane 1 onto lane 0.
+//
+// A tile computes R rows × T tokens at once; each (row, token) pair has its
+// own accumulators and sees exactly the sequence above, so tiling changes
+// speed, never bits. Rows are split over threads in groups of R. For matmul a
+// thread blocks its rows so a block of weights stays in L2 while every token
+// passes over it (weights come from memory once per call), and walks the
+// columns in chunks so the activations of a block of tokens stay in L1; the
+// accumulators are parked in a small buffer between column chunks, which
+// keeps the per-lane FMA sequence unchanged.
+#if defined(__x86_64__)
+
+#include "kernels/fast_avx2.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "base/numeric.h"
+#include "kernels/threads.h"
+
+namespace sluice::fast::avx2 {
+namespace {
+
+// Tiling. Changing these changes speed only (kernels_test checks that).
+constexpr int kMatvecRows = 4;      // rows per matvec tile (memory streams in flight)
+constexpr int kMatmulRows = 2;      // rows × tokens per matmul tile: 2·R·T accumulators
+constexpr int kMatmulTokens = 2;    //   must fit the 16 ymm registers with the weights
+constexpr int kMxMatvecRows = 1;
+constexpr int kMxMatmulRows = 1;
+constexpr int kMxMatmulTokens = 2;
+constexpr size_t kL2WeightBytes = 256 << 10;  // weight rows kept hot per row block (L2)
+constexpr size_t kL1ActBytes = 16 << 10;      // activations of a token block × column chunk (L1)
+constexpr size_t kL2ActBytes = 256 << 10;     // activations of a token block, whole rows (L2)
+constexpr int kColumnChunk = 512;             // columns per chunk (a multiple of 64)
+// Below this many multiply-adds a call runs on the calling thread alone: waking
+// the pool costs more than it saves.
+constexpr size_t kParallelMinMacs = size_t(1) << 17;
+
+inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+// Weights are prefetched this far ahead of use, one cache line at a time per
+// row: the FMA chains fill the out-of-order window long before the hardware
+// prefetcher alone keeps enough lines in flight (bf16 7168x7168 on 2 threads
+// went from 0.73 to 0.96 of the read ceiling). bf16 is memory-bound and does
+// best prefetching into L2; MXFP4 is decode-bound and wants its lines in L1.
+// Measured in docs/kernels.md.
+constexpr int kBf16PrefetchBytes = 2048;
+constexpr int kMxPrefetchBytes = 1024;
+inline void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
+inline void prefetch_l1(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+
+// Keeps a loaded vector in a register: without it GCC folds the load into
+// every FMA that uses it, and a tile reloads each activation once per row.
+template <class V>
+inline void in_register(V& v) {
+  asm("" : "+x"(v));
+}
+
+// 64-byte aligned float scratch owned by the calling thread, one per purpose
+// (permuted activations on the caller, parked accumulators on each worker);
+// grows, never shrinks.
+enum ScratchSlot { kActivations, kPartials, kScratchSlots };
+float* scratch(ScratchSlot slot, size_t n) {
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<float, Free> buf[kScratchSlots];
+  thread_local size_t cap[kScratchSlots] = {};
+  if (n > cap[slot]) {
+    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    buf[slot].reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (!buf[slot]) throw std::bad_alloc();
+    cap[slot] = n;
+  }
+  return buf[slot].get();
+}
+
+// What one tile call works on: columns [c0, c1) of rows r0.. against tokens
+// xp, xp + ldx, ...; c0 and c1 are multiples of the kernel's block, or c1 is
+// the end of the row. Between column chunks the accumulators of pair (r, t)
+// wait at partials + r·partials_row + t·16.
+struct TileIo {
+  int r0, c0, c1;
+  const float* xp;
+  size_t ldx;
+  float* partials;
+  size_t partials_row;
+  bool first, last;  // first / last column chunk of the row
+  float* y;          // y[t·ldy + r]
+  size_t ldy;
+};
+
+// The fixed final reduction of one (row, token) pair.
+inline float hsum(__m256 a0, __m256 a1) {
+  __m256 v = _mm256_add_ps(a0, a1);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Accumulators of an R × T tile: zero (or taken back from the partials) at
+// the start of a column chunk, reduced into y (or parked) at its end.
+template <int R, int T>
+struct TileAcc {
+  __m256 v[R][T][2];
+
+  explicit TileAcc(const TileIo& io) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; t++) {
+        if (io.first) {
+          v[r][t][0] = v[r][t][1] = _mm256_setzero_ps();
+        } else {
+          const float* p = io.partials + r * io.partials_row + t * 16;
+          v[r][t][0] = _mm256_load_ps(p);
+          v[r][t][1] = _mm256_load_ps(p + 8);
+        }
+      }
+  }
+
+  void finish(const TileIo& io) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; t++) {
+        if (io.last) {
+          io.y[t * io.ldy + r] = hsum(v[r][t][0], v[r][t][1]);
+        } else {
+          float* p = io.partials + r * io.partials_row + t * 16;
+          _mm256_store_ps(p, v[r][t][0]);
+          _mm256_store_ps(p + 8, v[r][t][1]);
+        }
+      }
+  }
+};
+
+// ---------------------------------------------------------------- bf16
+
+struct Bf16Mat {
+  const uint16_t* W;
+  int rows, cols;
+  size_t row_bytes() const { return size_t(cols) * 2; }
+};
+
+void permute_bf16(const float* x, int cols, float* xp) {
+  int padded = round_up(cols, 16);
+  for (int c = 0; c < padded; c++) xp[c / 16 * 16 + (c & 1) * 8 + (c % 16) / 2] = c < cols ? x[c] : 0.0f;
+}
+
+struct Bf16Kernel {
+  using Mat = Bf16Mat;
+  static constexpr bool kColumnChunks = true;
+  static int padded_cols(int cols) { return round_up(cols, 16); }
+  static void permute(const float* x, int cols, float* xp) { permute_bf16(x, cols, xp); }
+
+  template <int R, int T>
+  static void tile(const Mat& m, const TileIo& io) {
+    const __m256i odd_mask = _mm256_set1_epi32(int(0xffff0000u));
+    const uint16_t* w = m.W + size_t(io.r0) * m.cols;
+    TileAcc<R, T> acc(io);
+
+    auto block = [&](const __m256i (&v)[R], int c) {
+      __m256 we[R], wo[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; r++) {
+        we[r] = _mm256_castsi256_ps(_mm256_slli_epi32(v[r], 16));
+        wo[r] = _mm256_castsi256_ps(_mm256_and_si256(v[r], odd_mask));
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < T; t++) {
+        __m256 xe = _mm256_load_ps(io.xp + t * io.ldx + c);
+        __m256 xo = _mm256_load_ps(io.xp + t * io.ldx + c + 8);
+        if constexpr (R > 1) {
+          in_register(xe);
+          in_register(xo);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+          acc.v[r][t][0] = _mm256_fmadd_ps(we[r], xe, acc.v[r][t][0]);
+          acc.v[r][t][1] = _mm256_fmadd_ps(wo[r], xo, acc.v[r][t][1]);
+        }
+      }
+    };
+
+    const int full_end = std::min(io.c1, m.cols / 16 * 16);
+    for (int c = io.c0; c < full_end; c += 16) {
+      __m256i v[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; r++) {
+        const uint16_t* wr = w + size_t(r) * m.cols + c;
+        if (c % 32 == 0) prefetch_l2(wr + kBf16PrefetchBytes / 2);
+        v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr));
+      }
+      block(v, c);
+    }
+    if (full_end < io.c1) {  // the row's last partial block, zero-padded (x is padded too)
+      __m256i v[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; r++) {
+        alignas(32) uint16_t tail[16] = {};
+        std::memcpy(tail, w + size_t(r) * m.cols + full_end, size_t(io.c1 - full_end) * 2);
+        v[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
+      }
+      block(v, full_end);
+    }
+    acc.finish(io);
+  }
+};
+
+// ---------------------------------------------------------------- MXFP4
+
+struct MxMat {
+  const uint8_t* packed;
+  const uint8_t* scale;
+  int rows, cols;
+  size_t row_bytes() const { return size_t(cols) / 2 + size_t(cols) / 32; }
+};
+
+// E2M1 code -> the high / low byte of its bf16 pattern (every E2M1 value is a
+// bf16: the low half of its f32 is zero), for vpshufb.
+constexpr std::array<uint8_t, 32> e2m1_bf16_byte(int shift) {
+  std::array<uint8_t, 32> t{};
+  for (int i = 0; i < 32; i++) t[i] = uint8_t(std::bit_cast<uint32_t>(kE2M1[i % 16]) >> shift);
+  return t;
+}
+alignas(32) constexpr std::array<uint8_t, 32> kE2M1Hi = e2m1_bf16_byte(24);
+alignas(32) constexpr std::array<uint8_t, 32> kE2M1Lo = e2m1_bf16_byte(16);
+static_assert(kE2M1Lo[0] == 0 && kE2M1Hi[7] == 0x40 && kE2M1Lo[7] == 0xC0 && kE2M1Hi[8] == 0x80);
+
+// E8M0 byte -> 2^(s-127) exactly; s = 0 is the subnormal 2^-127 (bit 22).
+constexpr std::array<float, 256> make_e8m0_table() {
+  std::array<float, 256> t{};
+  for (int s = 0; s < 256; s++) t[s] = std::bit_cast<float>(s == 0 ? 0x00400000u : uint32_t(s) << 23);
+  return t;
+}
+constexpr std::array<float, 256> kE8M0 = make_e8m0_table();
+
+// Column, within a pair of groups (64 columns), of element j of vector k as
+// mx_decode_pair emits them. The 32 packed bytes of groups g, g+1 sit in the
+// two 128-bit lanes, so elements 0-3 of every vector come from group g and
+// 4-7 from g+1. Vectors 0-3 hold the low nibbles (even columns), 4-7 the
+// high ones; in each half, unpacklo/hi take bytes 0-7 / 8-15 of the lane and
+// the shift / mask keep the even / odd byte of each pair.
+constexpr int mx_column(int k, int j) {
+  int byte = 8 * ((k % 4) / 2) + 2 * (j % 4) + k % 2;
+  return 32 * (j / 4) + 2 * byte + k / 4;
+}
+
+// x for MXFP4: per 64 columns in mx_column order; an odd last group is padded
+// with zeros (its weights are decoded as zeros too).
+void permute_mxfp4(const float* x, int cols, float* xp) {
+  for (int base = 0; base < cols; base += 64)
+    for (int k = 0; k < 8; k++)
+      for (int j = 0; j < 8; j++) {
+        int c = base + mx_column(k, j);
+        xp[base + k * 8 + j] = c < cols ? x[c] : 0.0f;
+      }
+}
+
+// The 64 unscaled weights of a pair of groups (32 packed bytes), as 8 bf16
+// vectors widened to f32, passed to use(k, w) in order k = 0..7.
+template <class Use>
+inline void mx_decode_pair(__m256i packed, Use&& use) {
+  const __m256i lut_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Hi.data()));
+  const __m256i lut_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Lo.data()));
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  const __m256i odd_mask = _mm256_set1_epi32(int(0xffff0000u));
+  const __m256i codes[2] = {_mm256_and_si256(packed, nibble),
+                            _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble)};
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++) {
+    __m256i hb = _mm256_shuffle_epi8(lut_hi, codes[h]);
+    __m256i lb = _mm256_shuffle_epi8(lut_lo, codes[h]);
+    __m256i u0 = _mm256_unpacklo_epi8(lb, hb), u1 = _mm256_unpackhi_epi8(lb, hb);
+    use(4 * h + 0, _mm256_castsi256_ps(_mm256_slli_epi32(u0, 16)));
+    use(4 * h + 1, _mm256_castsi256_ps(_mm256_and_si256(u0, odd_mask)));
+    use(4 * h + 2, _mm256_castsi256_ps(_mm256_slli_epi32(u1, 16)));
+    use(4 * h + 3, _mm256_castsi256_ps(_mm256_and_si256(u1, odd_mask)));
+  }
+}
+
+// The packed bytes of groups g, g+1 of a row and their scales, one per
+// 128-bit lane; an odd last group gets zeros (decoded as +0) in the high lane.
+inline void mx_load_pair(const uint8_t* prow, const uint8_t* srow, int g, int groups, __m256i* v,
+                         __m256* scale) {
+  const uint8_t* pr = prow + size_t(g) * 16;
+  if (g + 1 < groups) [[likely]] {
+    *v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pr));
+    *scale = _mm256_blend_ps(_mm256_broadcast_ss(&kE8M0[srow[g]]), _mm256_broadcast_ss(&kE8M0[srow[g + 1]]),
+                             0xf0);
+  } else {
+    *v = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pr)));
+    *scale = _mm256_broadcast_ss(&kE8M0[srow[g]]);
+  }
+}
+
+// One pair of groups against T tokens: per token two unscaled partial sums
+// (even / odd vectors, mul then FMAs in k order), then acc += partial · scale.
+template <int T, class Weights>
+inline void mx_pair_fma(Weights&& w, const float* xp, size_t ldx, __m256 scale, __m256 (&acc)[T][2]) {
+  __m256 part[T][2];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; k++) {
+    __m256 wk = w(k);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+      __m256 xv = _mm256_load_ps(xp + t * ldx + k * 8);
+      part[t][k & 1] = k < 2 ? _mm256_mul_ps(wk, xv) : _mm256_fmadd_ps(wk, xv, part[t][k & 1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; t++) {
+    acc[t][0] = _mm256_fmadd_ps(part[t][0], scale, acc[t][0]);
+    acc[t][1] = _mm256_fmadd_ps(part[t][1], scale, acc[t][1]);
+  }
+}
+
+struct MxKernel {
+  using Mat = MxMat;
+  static constexpr bool kColumnChunks = false;
+  static int padded_cols(int cols) { return round_up(cols, 64); }
+  static void permute(const float* x, int cols, float* xp) { permute_mxfp4(x, cols, xp); }
+
+  template <int R, int T>
+  static void tile(const Mat& m, const TileIo& io) {
+    const int groups = m.cols / 32;
+    const size_t prow = size_t(m.cols) / 2, srow = size_t(groups);
+    const uint8_t* p = m.packed + size_t(io.r0) * prow;
+    const uint8_t* s = m.scale + size_t(io.r0) * srow;
+    TileAcc<R, T> acc(io);
+    for (int g = io.c0 / 32; g < io.c1 / 32; g += 2) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; r++) {
+        const uint8_t* pr = p + size_t(r) * prow;
+        const uint8_t* sr = s + size_t(r) * srow;
+        if (g % 4 == 0) prefetch_l1(pr + size_t(g) * 16 + kMxPrefetchBytes);
+        if (g % 64 == 0) prefetch_l1(sr + g + kMxPrefetchBytes / 16);
+        __m256i v;
+        __m256 scale;
+        mx_load_pair(pr, sr, g, groups, &v, &scale);
+        __m256 w[8];
+        mx_decode_pair(v, [&](int k, __m256 wk) { w[k] = wk; });
+        mx_pair_fma<T>([&](int k) { return w[k]; }, io.xp + size_t(g) * 32, io.ldx, scale, acc.v[r]);
+      }
+    }
+    acc.finish(io);
+  }
+};
+
+// ---------------------------------------------------------------- driver
+
+// `count` tokens against rows io.r0.. : tiles of T tokens, then smaller ones.
+template <class K, int R, int T>
+void tile_tokens(const typename K::Mat& m, TileIo io, int count) {
+  int t = 0;
+  for (; t + T <= count; t += T) {
+    K::template tile<R, T>(m, io);
+    io.xp += T * io.ldx;
+    io.y += T * io.ldy;
+    io.partials += T * 16;
+  }
+  if constexpr (T > 1) {
+    if (t < count) tile_tokens<K, R, T - 1>(m, io, count - t);
+  }
+}
+
+// Y[t][r] for t < n, r < rows; xp holds the n permuted tokens, ldx apart.
+template <class K, int R, int T>
+void run(const typename K::Mat& m, const float* xp, size_t ldx, int n, float* Y) {
+  const int rows = m.rows, cols = m.cols;
+  // One token: no blocking (the weights stream through once anyway).
+  // bf16 is FMA-bound with many tokens and wants their activations in L1:
+  // column chunks. MXFP4 is decode-bound; whole rows, activations from L2.
+  const int chunk = n == 1 || !K::kColumnChunks ? cols : kColumnChunk;
+  const size_t act_budget = K::kColumnChunks ? kL1ActBytes : kL2ActBytes;
+  const int token_block =
+      n == 1 ? 1 : std::max<int>(T, int(act_budget / (std::min<size_t>(chunk, ldx) * sizeof(float))) / T * T);
+  const int row_block = n == 1 ? rows : std::max<int>(R, int(kL2WeightBytes / m.row_bytes()) / R * R);
+  const bool chunked = chunk < cols;
+  auto body = [&](int64_t g0, int64_t g1) {
+    const int r_begin = int(g0) * R, r_end = std::min<int>(rows, int(g1) * R);
+    float* partials = chunked ? scratch(kPartials, size_t(row_block) * token_block * 16) : nullptr;
+    for (int rb = r_begin; rb < r_end; rb += row_block) {
+      const int rb_end = std::min(r_end, rb + row_block);
+      for (int t0 = 0; t0 < n; t0 += token_block) {
+        const int count = std::min(n - t0, token_block);
+        for (int c0 = 0; c0 < cols; c0 += chunk) {
+          TileIo io;
+          io.c0 = c0;
+          io.c1 = std::min(cols, c0 + chunk);
+          io.xp = xp + size_t(t0) * ldx;
+          io.ldx = ldx;
+          io.partials_row = size_t(token_block) * 16;
+          io.first = c0 == 0;
+          io.last = io.c1 == cols;
+          io.ldy = size_t(rows);
+          int r = rb;
+          for (; r < rb_end; r += R) {
+            io.r0 = r;
+            io.partials = partials + size_t(r - rb) * io.partials_row;
+            io.y = Y + size_t(t0) * rows + r;
+            if (r + R <= rb_end) {
+              tile_tokens<K, R, T>(m, io, count);
+            } else {
+              for (; io.r0 < rb_end; io.r0++, io.partials += io.partials_row, io.y++)
+                tile_tokens<K, 1, T>(m, io, count);
+            }
+          }
+        }
+      }
+    }
+  };
+  const int64_t groups = (rows + R - 1) / R;
+  if (size_t(rows) * size_t(cols) * size_t(n) < kParallelMinMacs)
+    body(0, groups);
+  else
+    kernels::parallel_for(groups, body);
+}
+
+template <class K, int R, int T>
+void permute_and_run(const typename K::Mat& m, const float* X, int n, float* Y) {
+  if (m.rows <= 0 || n <= 0) return;
+  const size_t ldx = size_t(K::padded_cols(m.cols));
+  float* xp = scratch(kActivations, ldx * size_t(n));
+  for (int t = 0; t < n; t++) K::permute(X + size_t(t) * m.cols, m.cols, xp + size_t(t) * ldx);
+  run<K, R, T>(m, xp, ldx, n, Y);
+}
+
+}  // namespace
+
+void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y) {
+  permute_and_run<Bf16Kernel, kMatvecRows, 1>({W, rows, cols}, x, 1, y);
+}
+
+void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, float* Y) {
+  if (n == 1) return matvec_bf16(W, rows, cols, X, Y);
+  permute_and_run<Bf16Kernel, kMatmulRows, kMatmulTokens>({W, rows, cols}, X, n, Y);
+}
+
+void matvec_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols, const float* x,
+                  float* y) {
+  permute_and_run<MxKernel, kMxMatvecRows, 1>({packed, scale, rows, cols}, x, 1, y);
+}
+
+void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols, const float* X,
+                  int n, float* Y) {
+  if (n == 1) return matvec_mxfp4(packed, scale, rows, cols, X, Y);
+  permute_and_run<MxKernel, kMxMatmulRows, kMxMatmulTokens>({packed, scale, rows, cols}, X, n, Y);
+}
+
+}  // namespace sluice::fast::avx2
+
+#endif  // __x86_64__

@@ -1,0 +1,18 @@
+// kernels/fast_avx2.h — the AVX2/FMA bodies of the fast.h kernels (internal).
+//
+// fast_avx2.cpp is the only file compiled with -mavx2 -mfma; fast.cpp calls
+// these only after checking the CPU, so the rest of the library stays baseline
+// x86-64. Same contracts as fast.h.
+#pragma once
+#include <cstdint>
+
+namespace sluice::fast::avx2 {
+
+void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y);
+void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, float* Y);
+void matvec_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols,
+                  const float* x, float* y);
+void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols,
+                  const float* X, int n, float* Y);
+
+}  // namespace sluice::fast::avx2

@@ -1,0 +1,516 @@
+// Every fast kernel against the scalar reference, and the reference against
+// plain double-precision formulas. Random shapes, values and scales; fixed seeds.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "base/numeric.h"
+#include "kernels/fast.h"
+#include "kernels/ref.h"
+#include "kernels/threads.h"
+
+namespace sluice {
+namespace {
+
+using Rng = std::mt19937_64;
+
+// Restores the default thread count and kernel choice when a test ends.
+struct KernelSettingsGuard {
+  fast::Isa isa = fast::isa();
+  ~KernelSettingsGuard() {
+    kernels::set_num_threads(0);
+    fast::set_isa(isa);
+  }
+};
+
+// Activations: mostly N(0,1), some exact zeros of both signs, some larger or
+// tiny magnitudes.
+std::vector<float> random_activations(Rng& rng, size_t n, float scale = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kind(0, 19);
+  std::vector<float> x(n);
+  for (float& v : x) {
+    switch (kind(rng)) {
+      case 0: v = 0.0f; break;
+      case 1: v = -0.0f; break;
+      case 2: v = normal(rng) * 1e3f; break;
+      case 3: v = normal(rng) * 1e-3f; break;
+      default: v = normal(rng); break;
+    }
+    v *= scale;
+  }
+  return x;
+}
+
+// bf16 weights: rounded normals of varied magnitude, with ±0 and a few bf16
+// bit patterns drawn uniformly from the finite ones.
+std::vector<uint16_t> random_bf16(Rng& rng, size_t n) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kind(0, 19);
+  std::uniform_int_distribution<int> exp_shift(-20, 20);
+  std::uniform_int_distribution<uint32_t> bits(0, 0xffff);
+  std::vector<uint16_t> w(n);
+  for (uint16_t& v : w) {
+    switch (kind(rng)) {
+      case 0: v = 0x0000; break;
+      case 1: v = 0x8000; break;
+      case 2:  // any finite bf16 in a range that cannot overflow a sum
+        do v = uint16_t(bits(rng)); while (std::fabs(bf16_to_f32(v)) > 1e20f || std::isnan(bf16_to_f32(v)));
+        break;
+      default: v = f32_to_bf16(std::ldexp(normal(rng), exp_shift(rng) / 4)); break;
+    }
+  }
+  return w;
+}
+
+struct Mxfp4 {
+  std::vector<uint8_t> packed, scale;
+};
+
+// Every nibble code with equal chance; scales drawn from [lo, hi].
+Mxfp4 random_mxfp4(Rng& rng, int rows, int cols, int scale_lo, int scale_hi) {
+  std::uniform_int_distribution<int> byte(0, 255), s(scale_lo, scale_hi);
+  Mxfp4 m;
+  m.packed.resize(size_t(rows) * cols / 2);
+  m.scale.resize(size_t(rows) * cols / 32);
+  for (auto& b : m.packed) b = uint8_t(byte(rng));
+  for (auto& b : m.scale) b = uint8_t(s(rng));
+  return m;
+}
+
+float bf16_weight(const std::vector<uint16_t>& W, int cols, int r, int c) {
+  return bf16_to_f32(W[size_t(r) * cols + c]);
+}
+
+// Σ|w·x| per row, the scale the tolerance is relative to.
+std::vector<double> abs_dot(int rows, int cols, const float* x, auto weight) {
+  std::vector<double> s(rows);
+  for (int r = 0; r < rows; r++)
+    for (int c = 0; c < cols; c++) s[r] += std::fabs(double(weight(r, c)) * x[c]);
+  return s;
+}
+
+// Tolerance for one dot product: 1e-5 of Σ|w·x|, plus a few subnormal steps
+// per term (products that underflow round in absolute, not relative, terms).
+double tolerance(double abs_sum, int cols) {
+  return 1e-5 * abs_sum + 4.0 * cols * std::numeric_limits<float>::denorm_min();
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// ------------------------------------------------------------ thread pool
+
+TEST(Threads, CoversRangeOnceInContiguousChunks) {
+  KernelSettingsGuard guard;
+  for (int threads : {1, 2, 3, 5}) {
+    kernels::set_num_threads(threads);
+    EXPECT_EQ(kernels::num_threads(), threads);
+    for (int64_t n : {1, 2, 3, 4, 7, 100, 1001}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<int> calls{0};
+      kernels::parallel_for(n, [&](int64_t b, int64_t e) {
+        ASSERT_LT(b, e);
+        calls++;
+        for (int64_t i = b; i < e; i++) hits[i]++;
+      });
+      for (int64_t i = 0; i < n; i++) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+      EXPECT_EQ(calls.load(), std::min<int64_t>(n, threads)) << "n=" << n;
+    }
+  }
+}
+
+TEST(Threads, DefaultIsAllCpus) {
+  KernelSettingsGuard guard;
+  kernels::set_num_threads(0);
+  EXPECT_GE(kernels::num_threads(), 1);
+}
+
+TEST(Threads, ManyQuickCallsAndNestedCalls) {
+  KernelSettingsGuard guard;
+  kernels::set_num_threads(3);
+  std::atomic<int64_t> sum{0};
+  for (int i = 0; i < 300; i++)
+    kernels::parallel_for(4, [&](int64_t b, int64_t e) {
+      // A nested call runs inline on this thread.
+      kernels::parallel_for(e - b, [&](int64_t nb, int64_t ne) { sum += ne - nb; });
+    });
+  EXPECT_EQ(sum.load(), 300 * 4);
+}
+
+TEST(Threads, ConcurrentCallersBothComplete) {
+  KernelSettingsGuard guard;
+  kernels::set_num_threads(2);
+  std::atomic<int64_t> a{0}, b{0};
+  auto caller = [](std::atomic<int64_t>* total) {
+    for (int i = 0; i < 500; i++)
+      kernels::parallel_for(10, [&](int64_t lo, int64_t hi) { *total += hi - lo; });
+  };
+  std::thread other(caller, &a);
+  caller(&b);
+  other.join();
+  EXPECT_EQ(a.load(), 5000);
+  EXPECT_EQ(b.load(), 5000);
+}
+
+TEST(Threads, ExceptionFromAChunkReachesTheCaller) {
+  KernelSettingsGuard guard;
+  kernels::set_num_threads(2);
+  EXPECT_THROW(kernels::parallel_for(2,
+                                     [](int64_t b, int64_t) {
+                                       if (b == 1) throw std::runtime_error("chunk");
+                                     }),
+               std::runtime_error);
+  // The pool still works afterwards.
+  std::atomic<int> n{0};
+  kernels::parallel_for(2, [&](int64_t b, int64_t e) { n += int(e - b); });
+  EXPECT_EQ(n.load(), 2);
+}
+
+// ------------------------------------------------------------ fast vs ref
+
+TEST(FastKernels, IsaIsAvailable) {
+  EXPECT_EQ(fast::isa(), fast::best_isa());
+  std::printf("fast kernels: %s\n", fast::isa_name(fast::isa()));
+}
+
+// Runs fast matvec/matmul for bf16 on one shape and checks: close to ref,
+// matmul row t bitwise equal to matvec on token t, same bits for 1/2/3 threads.
+void check_bf16(Rng& rng, int rows, int cols, int n) {
+  SCOPED_TRACE("bf16 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+               " n=" + std::to_string(n));
+  auto W = random_bf16(rng, size_t(rows) * cols);
+  auto X = random_activations(rng, size_t(n) * cols);
+  std::vector<float> ref(size_t(n) * rows), mm(size_t(n) * rows), mv(size_t(n) * rows);
+  ref::matmul_bf16(W.data(), rows, cols, X.data(), n, ref.data());
+
+  std::vector<float> first;
+  for (int threads : {1, 2, 3}) {
+    kernels::set_num_threads(threads);
+    std::fill(mm.begin(), mm.end(), NAN);
+    fast::matmul_bf16(W.data(), rows, cols, X.data(), n, mm.data());
+    for (int t = 0; t < n; t++)
+      fast::matvec_bf16(W.data(), rows, cols, X.data() + size_t(t) * cols, mv.data() + size_t(t) * rows);
+    ASSERT_TRUE(bitwise_equal(mm, mv)) << "matmul != matvec, threads=" << threads;
+    if (first.empty())
+      first = mm;
+    else
+      ASSERT_TRUE(bitwise_equal(mm, first)) << "result depends on thread count: " << threads;
+  }
+  for (int t = 0; t < n; t++) {
+    const float* x = X.data() + size_t(t) * cols;
+    auto s = abs_dot(rows, cols, x, [&](int r, int c) { return bf16_weight(W, cols, r, c); });
+    for (int r = 0; r < rows; r++)
+      ASSERT_NEAR(mm[size_t(t) * rows + r], ref[size_t(t) * rows + r], tolerance(s[r], cols))
+          << "t=" << t << " r=" << r;
+  }
+}
+
+void check_mxfp4(Rng& rng, int rows, int cols, int n, int scale_lo, int scale_hi, float x_scale) {
+  SCOPED_TRACE("mxfp4 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+               " n=" + std::to_string(n) + " scales=[" + std::to_string(scale_lo) + "," +
+               std::to_string(scale_hi) + "]");
+  Mxfp4 m = random_mxfp4(rng, rows, cols, scale_lo, scale_hi);
+  auto X = random_activations(rng, size_t(n) * cols, x_scale);
+  std::vector<float> ref(size_t(n) * rows), mm(size_t(n) * rows), mv(size_t(n) * rows);
+  ref::matmul_mxfp4(m.packed.data(), m.scale.data(), rows, cols, X.data(), n, ref.data());
+
+  std::vector<float> first;
+  for (int threads : {1, 2, 3}) {
+    kernels::set_num_threads(threads);
+    std::fill(mm.begin(), mm.end(), NAN);
+    fast::matmul_mxfp4(m.packed.data(), m.scale.data(), rows, cols, X.data(), n, mm.data());
+    for (int t = 0; t < n; t++)
+      fast::matvec_mxfp4(m.packed.data(), m.scale.data(), rows, cols, X.data() + size_t(t) * cols,
+                         mv.data() + size_t(t) * rows);
+    ASSERT_TRUE(bitwise_equal(mm, mv)) << "matmul != matvec, threads=" << threads;
+    if (first.empty())
+      first = mm;
+    else
+      ASSERT_TRUE(bitwise_equal(mm, first)) << "result depends on thread count: " << threads;
+  }
+  std::vector<float> row(cols);
+  std::vector<std::vector<float>> Wd(rows);
+  for (int r = 0; r < rows; r++) {
+    Wd[r].resize(cols);
+    ref::dequant_mxfp4_row(m.packed.data(), m.scale.data(), cols, r, Wd[r].data());
+  }
+  for (int t = 0; t < n; t++) {
+    const float* x = X.data() + size_t(t) * cols;
+    auto s = abs_dot(rows, cols, x, [&](int r, int c) { return Wd[r][c]; });
+    for (int r = 0; r < rows; r++)
+      ASSERT_NEAR(mm[size_t(t) * rows + r], ref[size_t(t) * rows + r], tolerance(s[r], cols))
+          << "t=" << t << " r=" << r;
+  }
+}
+
+TEST(FastKernels, Bf16OddShapes) {
+  KernelSettingsGuard guard;
+  Rng rng(1);
+  // Columns around the 16-wide block and rows around the 4-row tile.
+  for (int cols : {1, 2, 7, 8, 15, 16, 17, 31, 33, 48, 100, 257})
+    for (int rows : {1, 2, 3, 4, 5, 9}) check_bf16(rng, rows, cols, 1 + (rows + cols) % 5);
+}
+
+TEST(FastKernels, Bf16RandomShapes) {
+  KernelSettingsGuard guard;
+  Rng rng(2);
+  std::uniform_int_distribution<int> rows(1, 70), cols(1, 600), n(1, 11);
+  for (int i = 0; i < 25; i++) check_bf16(rng, rows(rng), cols(rng), n(rng));
+}
+
+TEST(FastKernels, Bf16LargeEnoughForThreadsAndBlocking) {
+  KernelSettingsGuard guard;
+  Rng rng(3);
+  // Parallel, two L2 row blocks (64 rows of 4 KB) and two token blocks (32
+  // tokens of 8 KB) per thread.
+  check_bf16(rng, 100, 2047, 34);
+  check_bf16(rng, 1031, 300, 1);
+}
+
+TEST(FastKernels, Mxfp4RandomShapes) {
+  KernelSettingsGuard guard;
+  Rng rng(4);
+  for (int cols : {32, 64, 96, 288})
+    for (int rows : {1, 2, 3, 5}) check_mxfp4(rng, rows, cols, 1 + (rows + cols) % 6, 117, 137, 1.0f);
+  std::uniform_int_distribution<int> rows(1, 70), groups(1, 20), n(1, 11);
+  for (int i = 0; i < 20; i++) check_mxfp4(rng, rows(rng), 32 * groups(rng), n(rng), 110, 140, 1.0f);
+}
+
+TEST(FastKernels, Mxfp4ExtremeScales) {
+  KernelSettingsGuard guard;
+  Rng rng(5);
+  // Nearly the whole E8M0 range, from s = 0 (the subnormal 2^-127) to 252
+  // (above it 6·2^(s-127) overflows; Mxfp4DecodesEveryCodeAndScaleExactly
+  // covers that), with x small enough that no sum overflows.
+  check_mxfp4(rng, 37, 320, 5, 0, 252, std::ldexp(1.0f, -24));
+  // Only tiny scales: weights and products are subnormal.
+  check_mxfp4(rng, 19, 256, 3, 0, 4, 1.0f);
+  check_mxfp4(rng, 9, 96, 2, 0, 0, 1.0f);
+}
+
+TEST(FastKernels, Mxfp4LargeEnoughForThreadsAndBlocking) {
+  KernelSettingsGuard guard;
+  Rng rng(6);
+  // Parallel with several L2 row blocks (480 rows of 544 B), then two token
+  // blocks (16 tokens of 16 KB).
+  check_mxfp4(rng, 1000, 1024, 2, 120, 134, 1.0f);
+  check_mxfp4(rng, 40, 4096, 20, 120, 134, 1.0f);
+}
+
+TEST(FastKernels, Mxfp4DecodesEveryCodeAndScaleExactly) {
+  KernelSettingsGuard guard;
+  // One row per (code, scale): every element of the row has that code, and x
+  // is one-hot, so y is exactly the dequantized weight.
+  const int cols = 64;
+  for (int s = 0; s < 255; s += 1) {
+    for (int code = 0; code < 16; code++) {
+      std::vector<uint8_t> packed(cols / 2, uint8_t(code | code << 4)), scale(cols / 32, uint8_t(s));
+      for (int hot = 0; hot < cols; hot += 13) {
+        std::vector<float> x(cols, 0.0f);
+        x[hot] = 1.0f;
+        float y = NAN;
+        fast::matvec_mxfp4(packed.data(), scale.data(), 1, cols, x.data(), &y);
+        float want = std::ldexp(kE2M1[code], s - 127);
+        // ±0 weights give +0: sums start at +0 and +0 + -0 = +0 (same in ref).
+        if (want == 0.0f) want = 0.0f;
+        // 2·2^127 and the like overflow FP32: outside the contract (no real
+        // checkpoint has them); the result must still not look finite.
+        if (std::isinf(want)) {
+          ASSERT_FALSE(std::isfinite(y)) << "code=" << code << " s=" << s;
+          continue;
+        }
+        ASSERT_EQ(std::bit_cast<uint32_t>(y), std::bit_cast<uint32_t>(want))
+            << "code=" << code << " s=" << s << " col=" << hot;
+      }
+    }
+  }
+}
+
+TEST(FastKernels, NonFiniteInputsPropagate) {
+  KernelSettingsGuard guard;
+  Rng rng(7);
+  const int rows = 6, cols = 40;
+  auto W = random_bf16(rng, rows * cols);
+  auto x = random_activations(rng, cols);
+  x[17] = NAN;
+  std::vector<float> y(rows);
+  fast::matvec_bf16(W.data(), rows, cols, x.data(), y.data());
+  for (float v : y) EXPECT_TRUE(std::isnan(v));
+}
+
+TEST(FastKernels, ScalarIsaIsTheReference) {
+  KernelSettingsGuard guard;
+  Rng rng(8);
+  const int rows = 13, cols = 70, n = 3;
+  auto W = random_bf16(rng, rows * cols);
+  auto X = random_activations(rng, n * cols);
+  std::vector<float> a(n * rows), b(n * rows);
+  fast::set_isa(fast::Isa::scalar);
+  fast::matmul_bf16(W.data(), rows, cols, X.data(), n, a.data());
+  ref::matmul_bf16(W.data(), rows, cols, X.data(), n, b.data());
+  EXPECT_TRUE(bitwise_equal(a, b));
+}
+
+// ------------------------------------------------------------ ref vs double
+
+TEST(RefKernels, MatvecAgreesWithDouble) {
+  Rng rng(10);
+  const int rows = 17, cols = 333;
+  auto W = random_bf16(rng, rows * cols);
+  auto x = random_activations(rng, cols);
+  std::vector<float> y(rows);
+  ref::matvec_bf16(W.data(), rows, cols, x.data(), y.data());
+  for (int r = 0; r < rows; r++) {
+    double want = 0, abs = 0;
+    for (int c = 0; c < cols; c++) {
+      want += double(bf16_weight(W, cols, r, c)) * x[c];
+      abs += std::fabs(double(bf16_weight(W, cols, r, c)) * x[c]);
+    }
+    EXPECT_NEAR(y[r], want, 1e-5 * abs) << r;
+  }
+}
+
+TEST(RefKernels, DequantMxfp4MatchesTheSpecFormula) {
+  Rng rng(11);
+  const int rows = 3, cols = 96;
+  Mxfp4 m = random_mxfp4(rng, rows, cols, 0, 254);
+  std::vector<float> row(cols);
+  for (int r = 0; r < rows; r++) {
+    ref::dequant_mxfp4_row(m.packed.data(), m.scale.data(), cols, r, row.data());
+    for (int c = 0; c < cols; c++) {
+      uint8_t byte = m.packed[size_t(r) * cols / 2 + c / 2];
+      int code = c % 2 == 0 ? byte & 15 : byte >> 4;
+      const float mag[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+      float v = std::ldexp((code & 8 ? -1 : 1) * mag[code & 7],
+                           int(m.scale[size_t(r) * cols / 32 + c / 32]) - 127);
+      EXPECT_EQ(std::bit_cast<uint32_t>(row[c]), std::bit_cast<uint32_t>(v)) << r << "," << c;
+    }
+  }
+}
+
+TEST(RefKernels, RmsnormAgreesWithDouble) {
+  Rng rng(12);
+  for (int n : {1, 7, 64, 7168}) {
+    auto x = random_activations(rng, n);
+    auto w = random_activations(rng, n);
+    const float eps = 1e-5f;
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    double inv = 1.0 / std::sqrt(ss / n + eps);
+    EXPECT_NEAR(ref::rms_inv(x.data(), n, eps), inv, 1e-5 * inv);
+    std::vector<float> y(n);
+    ref::rmsnorm(x.data(), w.data(), n, eps, y.data());
+    for (int i = 0; i < n; i++) {
+      double want = double(w[i]) * x[i] * inv;
+      ASSERT_NEAR(y[i], want, 1e-5 * std::fabs(want) + 1e-30) << n << " " << i;
+    }
+    ref::rmsnorm(x.data(), w.data(), n, eps, x.data());  // in place
+    for (int i = 0; i < n; i++) ASSERT_EQ(x[i], y[i]);
+  }
+  // All zeros: eps keeps it finite and the result is zero.
+  std::vector<float> z(8, 0.0f), w(8, 1.0f), y(8);
+  ref::rmsnorm(z.data(), w.data(), 8, 1e-6f, y.data());
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(RefKernels, L2normAgreesWithDouble) {
+  Rng rng(13);
+  for (int n : {1, 5, 128}) {
+    auto x = random_activations(rng, n);
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    double scale = 1.0 / std::max(std::sqrt(ss), 1e-6);
+    auto y = x;
+    ref::l2norm(y.data(), n, 1e-6f);
+    for (int i = 0; i < n; i++) ASSERT_NEAR(y[i], x[i] * scale, 1e-6 * std::fabs(x[i] * scale) + 1e-30);
+  }
+  // Below eps the norm is clamped: x / eps.
+  std::vector<float> tiny = {1e-8f, -2e-8f};
+  ref::l2norm(tiny.data(), 2, 1e-6f);
+  EXPECT_NEAR(tiny[0], 1e-2, 1e-8);
+  EXPECT_NEAR(tiny[1], -2e-2, 1e-8);
+}
+
+TEST(RefKernels, SoftmaxAgreesWithDouble) {
+  Rng rng(14);
+  for (int n : {1, 2, 10, 896}) {
+    auto x = random_activations(rng, n, 5.0f);
+    x[0] = 1000.0f;  // would overflow exp without the max subtraction
+    double m = *std::max_element(x.begin(), x.end()), sum = 0;
+    for (float v : x) sum += std::exp(double(v) - m);
+    auto y = x;
+    ref::softmax(y.data(), n);
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+      double want = std::exp(double(x[i]) - m) / sum;
+      ASSERT_NEAR(y[i], want, 1e-6 * want + 1e-38) << n << " " << i;
+      total += y[i];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5);
+  }
+}
+
+TEST(RefKernels, SituAgreesWithDouble) {
+  const double beta = 4.0, beta_lin = 25.0;
+  auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  Rng rng(15);
+  std::vector<float> g = random_activations(rng, 200, 10.0f), u = random_activations(rng, 200, 10.0f);
+  for (float v : {0.0f, -0.0f, 1e-30f, 80.0f, -80.0f, 200.0f, -200.0f, 1e4f}) {
+    g.push_back(v);
+    u.push_back(-v);
+  }
+  for (size_t i = 0; i < g.size(); i++) {
+    double a = beta * std::tanh(g[i] / beta) * sig(g[i]);
+    double b = beta_lin * std::tanh(u[i] / beta_lin);
+    double want = a * b;
+    float got = ref::situ(g[i], u[i], float(beta), float(beta_lin));
+    ASSERT_NEAR(got, want, 1e-5 * std::fabs(want) + 1e-30) << g[i] << " " << u[i];
+    ASSERT_LE(std::fabs(got), 100.0f);  // < 100 in exact arithmetic; tanh rounds to 1 in FP32
+    ASSERT_NEAR(ref::silu(g[i]), g[i] * sig(g[i]), 1e-5 * std::fabs(g[i] * sig(g[i])) + 1e-30);
+  }
+  // situ_glu writes the elementwise result, also in place.
+  std::vector<float> out(g.size());
+  ref::situ_glu(g.data(), u.data(), int(g.size()), 4.0f, 25.0f, out.data());
+  for (size_t i = 0; i < g.size(); i++) ASSERT_EQ(out[i], ref::situ(g[i], u[i], 4.0f, 25.0f));
+  ref::situ_glu(g.data(), u.data(), int(g.size()), 4.0f, 25.0f, g.data());
+  EXPECT_TRUE(bitwise_equal(g, out));
+}
+
+TEST(RefKernels, CausalConvStepMatchesFullConvolution) {
+  Rng rng(16);
+  auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  for (int K : {1, 2, 4}) {
+    const int C = 5, steps = 7;
+    auto w = random_activations(rng, size_t(C) * K);
+    auto inputs = random_activations(rng, size_t(steps) * C);
+    std::vector<float> hist(size_t(std::max(K - 1, 0)) * C, 0.0f), y(C);
+    for (int s = 0; s < steps; s++) {
+      ref::causal_conv_silu_step(w.data(), C, K, hist.data(), inputs.data() + size_t(s) * C, y.data());
+      for (int c = 0; c < C; c++) {
+        // Tap j applies to the input K-1-j steps back (zeros before the start).
+        double acc = 0;
+        for (int j = 0; j < K; j++) {
+          int src = s - (K - 1 - j);
+          if (src >= 0) acc += double(w[size_t(c) * K + j]) * inputs[size_t(src) * C + c];
+        }
+        double want = acc * sig(acc);
+        ASSERT_NEAR(y[c], want, 1e-5 * std::fabs(want) + 1e-5 * std::fabs(acc) + 1e-30)
+            << "K=" << K << " step=" << s << " c=" << c;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sluice
