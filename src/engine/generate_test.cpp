@@ -1,7 +1,7 @@
 // generate(): greedy equals generate_greedy, stop ids / max tokens / verdicts /
 // cancellation end it as documented, logprobs are the raw log-softmax, and a
 // resumed prefix gives exactly the tokens a fresh session gives while computing
-// fewer prompt tokens (and reading fewer expert bytes). StopMatcher on text.
+// fewer prompt tokens (and fetching fewer expert spans). StopMatcher on text.
 #include "engine/generate.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +9,6 @@
 #include <cmath>
 
 #include "base/error.h"
-#include "engine/read_counter.h"
 
 namespace sluice {
 namespace {
@@ -134,8 +133,8 @@ TEST_F(Generate, SeededSamplingIsReproducible) {
 }
 
 TEST_F(Generate, PrefixCacheResumesExactly) {
-  ReadCounters reads;
-  count_expert_reads(*model, &reads);
+  // Expert spans handed to the MoE: what a resumed prefix saves.
+  auto fetched = [&] { return model->experts->stats().fetched; };
   PrefixCache cache(64ull << 20);
   GenerateOptions o;
   o.max_new_tokens = 5;
@@ -153,18 +152,18 @@ TEST_F(Generate, PrefixCacheResumesExactly) {
   turn2.insert(turn2.end(), first.ids.begin(), first.ids.end());
   turn2.insert(turn2.end(), {300, 301, 302});
   auto check_turn2 = [&](Session& sess, int want_cached) {
-    uint64_t before = reads.expert_bytes;
+    uint64_t before = fetched();
     Collected got;
     GenerateResult r = run(sess, turn2, o, &cache, &got);
-    uint64_t cached_bytes = reads.expert_bytes - before;
+    uint64_t cached_spans = fetched() - before;
     EXPECT_EQ(r.cached_tokens, want_cached);
     Session fresh(*model);
     Collected ref;
-    before = reads.expert_bytes;
+    before = fetched();
     run(fresh, turn2, o, nullptr, &ref);
-    uint64_t fresh_bytes = reads.expert_bytes - before;
+    uint64_t fresh_spans = fetched() - before;
     EXPECT_EQ(got.ids, ref.ids);
-    EXPECT_LT(cached_bytes, fresh_bytes);
+    EXPECT_LT(cached_spans, fresh_spans);
   };
   // The live session holds prompt + 4 fed tokens; the final snapshot has the same.
   check_turn2(s, int(prompt.size()) + 4);
