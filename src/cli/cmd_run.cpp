@@ -1,49 +1,287 @@
-// sluice run — generate a continuation.
-//   sluice run --model DIR --tokens 448,259,309 --max-new 16 --ids
-// prints the greedy token ids, space-separated, on one line of stdout.
+// sluice run — generate from a prompt, or chat interactively.
+//   sluice run --model DIR --tokens 448,259,309 --max-new 16 --ids   # greedy ids, one stdout line
+//   sluice run --model DIR --prompt "Once upon a time"                # raw continuation, streamed
+//   sluice run --model DIR --chat "Hello" [--system TEXT]              # one chat turn
+//   sluice run --model DIR                                             # interactive chat (stdin a terminal)
+//   echo "Hello" | sluice run --model DIR                              # one chat turn from stdin
+// Text goes to stdout as it is generated; a chat reply's reasoning goes to
+// stderr. Sampling: --temperature (default 0: greedy) --top-p --top-k --seed
+// --stop (repeatable, matched on the text, never printed). --stats prints a
+// summary line and the expert source's JSON line (cli/expert_stats.h) to stderr. Ctrl-C stops the generation (exit 130; in the interactive
+// chat it returns to the prompt); a second Ctrl-C, or one at the prompt, exits.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <random>
 #include <string>
 
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/expert_stats.h"
 #include "cli/token_list.h"
-#include "engine/session.h"
+#include "engine/generate.h"
+#include "serve/reply.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
 
 namespace sluice::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, tokens, ram_budget;
+  std::string model, tokens, prompt, chat, system, ram_budget;
+  std::string reasoning_effort = "max";
   int max_new = 16;
-  bool ids = false;
-  bool stats = false;
+  bool max_new_given = false;
+  float temperature = 0, top_p = 1;
+  int top_k = 0;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  std::vector<std::string> stop;
+  bool ids = false, stats = false;
 };
 
-int run_run(const RunArgs& a) {
-  if (a.tokens.empty()) fail("run", "give the prompt as --tokens");
-  std::vector<int> prompt = parse_token_list(a.tokens, "--tokens");
+// Ctrl-C: the first one cancels the running generation; a second one, or one
+// while nothing is generating, exits at once.
+std::atomic<bool> g_generating{false};
+std::atomic<int> g_interrupts{0};
+
+void on_sigint(int) {
+  if (!g_generating.load() || g_interrupts.fetch_add(1) >= 1) {
+    const char nl = '\n';
+    (void)!write(STDERR_FILENO, &nl, 1);
+    _exit(130);
+  }
+}
+
+void install_sigint() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a read at the prompt returns
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+// A summary line, then the expert source's JSON line (cli/expert_stats.h).
+void print_stats(const GenerateResult& r, const Model& model, const ExpertStats& before) {
+  const ExpertStats now = model.experts->stats();
+  const int computed = r.prompt_tokens - r.cached_tokens;
+  std::fprintf(stderr, "sluice: prompt %d tokens (%d reused, %d computed in %.3f s", r.prompt_tokens, r.cached_tokens,
+               computed, r.prefill_seconds);
+  if (computed > 0 && r.prefill_seconds > 0) std::fprintf(stderr, ", %.1f tok/s", computed / r.prefill_seconds);
+  std::fprintf(stderr, "); generated %d tokens", r.generated_tokens);
+  if (r.generated_tokens > 0) std::fprintf(stderr, ", first after %.3f s", r.first_token_seconds);
+  if (r.generated_tokens > 1 && r.decode_seconds > 0)
+    std::fprintf(stderr, ", decode %.2f tok/s", (r.generated_tokens - 1) / r.decode_seconds);
+  const uint64_t fetched = now.fetched - before.fetched, hits = now.cache_hits - before.cache_hits;
+  std::fprintf(stderr, "; experts: %llu spans, %.1f MB read, cache hit rate %.1f%%\n", (unsigned long long)fetched,
+               double(now.bytes_read - before.bytes_read) / 1e6, fetched ? 100.0 * double(hits) / double(fetched) : 0.0);
+  std::fprintf(stderr, "%s\n", cli::expert_stats_json(model, r.prompt_tokens + r.generated_tokens).c_str());
+}
+
+struct Runner {
+  const RunArgs& a;
+  Model& model;
+  Session session;
+  PrefixCache cache{1ull << 30};
+  std::optional<text::Tokenizer> tok;
+
+  Runner(const RunArgs& args, Model& m) : a(args), model(m), session(m) {}
+
+  const text::Tokenizer& tokenizer() {
+    if (!tok) tok = text::Tokenizer::load(a.model);
+    return *tok;
+  }
+
+  GenerateOptions options(std::vector<int> stop_ids) const {
+    GenerateOptions o;
+    o.max_new_tokens = a.max_new;
+    o.sampling.temperature = a.temperature;
+    o.sampling.top_p = a.top_p;
+    o.sampling.top_k = a.top_k;
+    o.sampling.seed = a.seed_given ? a.seed : std::random_device{}();
+    o.stop_ids = std::move(stop_ids);
+    o.cancelled = [] { return g_interrupts.load() > 0; };
+    return o;
+  }
+
+  // Generates from `prompt`; prints ids (--ids) or text as it comes. Returns the
+  // reply (for the chat history) and whether it was cancelled.
+  struct Turn {
+    std::string reasoning, content;
+    bool cancelled = false;
+  };
+  Turn generate_and_print(std::span<const int> prompt, bool chat, bool thinking, std::vector<int> stop_ids) {
+    GenerateOptions o = options(std::move(stop_ids));
+    std::optional<serve::ReplyBuilder> reply;
+    if (!a.ids) reply.emplace(tokenizer(), serve::ReplyOptions{chat, thinking, a.stop, false});
+    std::vector<int> ids;
+    Turn turn;
+    serve::Piece piece;
+    auto print = [&] {
+      if (!piece.reasoning.empty()) {
+        std::fputs(piece.reasoning.c_str(), stderr);
+        turn.reasoning += piece.reasoning;
+      }
+      if (!piece.content.empty()) {
+        std::fputs(piece.content.c_str(), stdout);
+        std::fflush(stdout);
+        turn.content += piece.content;
+      }
+      piece = serve::Piece{};
+    };
+    const ExpertStats before = model.experts->stats();
+    g_interrupts = 0;
+    g_generating = true;
+    GenerateResult r = generate(session, prompt, o, &cache, [&](const TokenEvent& ev) {
+      if (!reply) {
+        ids.push_back(ev.id);
+        return Verdict::go;
+      }
+      Verdict v = reply->push(ev, piece);
+      print();
+      return v;
+    });
+    g_generating = false;
+    turn.cancelled = r.finish == Finish::cancelled;
+    if (reply) {
+      if (!turn.cancelled) reply->finish(piece);
+      print();
+      if (chat && thinking && !turn.reasoning.empty() && turn.content.empty() && !turn.cancelled)
+        std::fputs("\n", stderr);
+      std::fputs("\n", stdout);
+    } else {
+      std::string line;
+      for (size_t i = 0; i < ids.size(); i++) line += (i ? " " : "") + std::to_string(ids[i]);
+      std::printf("%s\n", line.c_str());
+    }
+    std::fflush(stdout);
+    if (turn.cancelled) std::fprintf(stderr, "sluice: stopped\n");
+    if (a.stats) print_stats(r, model, before);
+    return turn;
+  }
+
+  text::ChatOptions chat_options() const {
+    text::ChatOptions co;
+    if (a.reasoning_effort == "none")
+      co.thinking = false;
+    else
+      co.reasoning_effort = a.reasoning_effort;
+    return co;
+  }
+
+  nlohmann::json first_messages() const {
+    nlohmann::json m = nlohmann::json::array();
+    if (!a.system.empty()) m.push_back({{"role", "system"}, {"content", a.system}});
+    return m;
+  }
+
+  int chat_once(const std::string& user) {
+    nlohmann::json msgs = first_messages();
+    msgs.push_back({{"role", "user"}, {"content", user}});
+    text::ChatOptions co = chat_options();
+    std::vector<int> prompt = text::render_chat(tokenizer(), msgs, co);
+    return generate_and_print(prompt, true, co.thinking, text::chat_stop_ids(tokenizer())).cancelled ? 130 : 0;
+  }
+
+  int interactive() {
+    std::fprintf(stderr,
+                 "sluice: chatting with %s. Ctrl-C stops a reply; Ctrl-D, /exit or Ctrl-C at the prompt quits; "
+                 "/reset starts over.\n",
+                 a.model.c_str());
+    text::ChatOptions co = chat_options();
+    nlohmann::json msgs = first_messages();
+    std::string line;
+    for (;;) {
+      std::fputs("> ", stderr);
+      std::fflush(stderr);
+      if (!std::getline(std::cin, line)) break;
+      if (line == "/exit" || line == "/quit") break;
+      if (line == "/reset") {
+        msgs = first_messages();
+        continue;
+      }
+      if (line.empty()) continue;
+      msgs.push_back({{"role", "user"}, {"content", line}});
+      std::vector<int> prompt = text::render_chat(tokenizer(), msgs, co);
+      Turn t = generate_and_print(prompt, true, co.thinking, text::chat_stop_ids(tokenizer()));
+      nlohmann::json reply = {{"role", "assistant"}, {"content", t.content}};
+      if (co.thinking && !t.reasoning.empty()) reply["reasoning_content"] = t.reasoning;
+      msgs.push_back(reply);
+    }
+    std::fputs("\n", stderr);
+    return 0;
+  }
+};
+
+int run_run(RunArgs& a) {
+  const int given = !a.tokens.empty() + !a.prompt.empty() + !a.chat.empty();
+  if (given > 1) fail("run", "give one of --tokens, --prompt and --chat");
+  const bool chat = a.tokens.empty() && a.prompt.empty();
+  if (!a.max_new_given && chat) a.max_new = 4096;  // a chat reply, not a 16-token probe
+  {
+    std::string e = a.reasoning_effort;
+    if (e != "none" && e != "low" && e != "medium" && e != "high" && e != "max")
+      fail("--reasoning-effort", "expected none, low, medium, high or max, got '" + e + "'");
+  }
+  SamplingParams sp{a.temperature, a.top_p, a.top_k, 0};
+  check_sampling_params(sp);
+
+  std::vector<int> token_prompt;
+  if (!a.tokens.empty()) token_prompt = parse_token_list(a.tokens, "--tokens");
   ModelOptions opt;
   if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   auto model = open_model(a.model, opt);
-  Session s(*model);
-  std::vector<int> out = generate_greedy(s, prompt, a.max_new);
-  std::string line;
-  for (size_t i = 0; i < out.size(); i++) line += (i ? " " : "") + std::to_string(out[i]);
-  std::printf("%s\n", line.c_str());
-  if (a.stats) std::fprintf(stderr, "%s\n", expert_stats_json(*model, int(prompt.size() + out.size())).c_str());
-  return 0;
+  Runner r(a, *model);
+  install_sigint();
+
+  if (!token_prompt.empty()) {
+    // --ids keeps its contract: the plain continuation, no stop ids.
+    std::vector<int> stops = a.ids ? std::vector<int>{} : text::chat_stop_ids(r.tokenizer());
+    return r.generate_and_print(token_prompt, false, false, stops).cancelled ? 130 : 0;
+  }
+  if (!a.prompt.empty()) {
+    std::vector<int> p = r.tokenizer().encode(a.prompt, /*allow_special=*/true);
+    if (p.empty()) fail("--prompt", "the prompt is empty");
+    return r.generate_and_print(p, false, false, text::chat_stop_ids(r.tokenizer())).cancelled ? 130 : 0;
+  }
+  if (!a.chat.empty()) return r.chat_once(a.chat);
+  if (isatty(STDIN_FILENO)) return r.interactive();
+  std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  while (!input.empty() && (input.back() == '\n' || input.back() == '\r')) input.pop_back();
+  if (input.empty()) fail("run", "give --tokens, --prompt or --chat, pipe a message on stdin, or run on a terminal");
+  return r.chat_once(input);
 }
 
-Command reg("run", "Generate a continuation of a prompt", [](CLI::App& sub, Action* action) {
+Command reg("run", "Generate from a prompt, or chat (interactively on a terminal)", [](CLI::App& sub, Action* action) {
   auto a = std::make_shared<RunArgs>();
   sub.add_option("--model", a->model, "Model directory")->required();
   sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G (default: 3/4 of RAM)");
   sub.add_option("--tokens", a->tokens, "Prompt as token ids, e.g. 448,259,309");
-  sub.add_option("--max-new", a->max_new, "Tokens to generate")->check(CLI::NonNegativeNumber);
+  sub.add_option("--prompt", a->prompt, "Prompt text to continue (special-token spellings are the tokens)");
+  sub.add_option("--chat", a->chat, "One user message; the reply is printed");
+  sub.add_option("--system", a->system, "A system message for --chat and the interactive chat");
+  sub.add_option("--reasoning-effort", a->reasoning_effort, "Chat thinking: none, low, medium, high or max")
+      ->capture_default_str();
+  CLI::Option* max_new = sub.add_option("--max-new", a->max_new, "Most tokens to generate (default 16; chat 4096)")
+                             ->check(CLI::NonNegativeNumber);
+  sub.add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)")->capture_default_str();
+  sub.add_option("--top-p", a->top_p, "Nucleus sampling mass, (0, 1]")->capture_default_str();
+  sub.add_option("--top-k", a->top_k, "Sample from the k most probable tokens (0: all)")->capture_default_str();
+  CLI::Option* seed = sub.add_option("--seed", a->seed, "Sampling seed (default: random)");
+  sub.add_option("--stop", a->stop, "Stop sequence (repeatable); matched on the text, never printed");
   sub.add_flag("--ids", a->ids, "Print generated token ids (space-separated) instead of text");
-  sub.add_flag("--stats", a->stats, "Print where expert bytes came from (JSON on stderr)");
-  *action = [a] { return run_run(*a); };
+  sub.add_flag("--stats", a->stats,
+               "Print tokens, speeds and expert reads to stderr at the end (then the expert source's JSON line)");
+  *action = [a, max_new, seed] {
+    a->max_new_given = max_new->count() > 0;
+    a->seed_given = seed->count() > 0;
+    return run_run(*a);
+  };
 });
 
 }  // namespace

@@ -1,0 +1,177 @@
+#include "engine/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/error.h"
+
+namespace sluice {
+
+namespace {
+
+bool is_prefix(std::span<const int> head, std::span<const int> of) {
+  return head.size() <= of.size() && std::equal(head.begin(), head.end(), of.begin());
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+size_t PrefixCache::resume(Session& s, std::span<const int> prompt, std::vector<float>* logits) {
+  Entry* best = nullptr;
+  size_t best_len = 0;
+  for (Entry& e : entries_) {
+    size_t n = e.snap.tokens.size();
+    if (n == 0 || n <= best_len || !is_prefix(e.snap.tokens, prompt)) continue;
+    if (n == prompt.size() && e.logits.empty()) continue;  // would have nothing to sample from
+    best = &e;
+    best_len = n;
+  }
+  // The live state needs no copy; it is as good as a saved one of the same length
+  // unless it would have to cover the whole prompt (its logits are not kept).
+  const std::vector<int>& live = s.tokens();
+  if (!live.empty() && live.size() < prompt.size() && live.size() >= best_len && is_prefix(live, prompt))
+    return live.size();
+  if (!best) {
+    s.reset();
+    return 0;
+  }
+  s.restore(best->snap);
+  best->last_used = ++clock_;
+  if (best_len == prompt.size()) *logits = best->logits;
+  return best_len;
+}
+
+void PrefixCache::save(const Session& s, std::span<const float> last_logits) {
+  const std::vector<int>& toks = s.tokens();
+  if (toks.empty()) return;
+  const uint64_t need = s.state().bytes() + toks.size() * sizeof(int) + last_logits.size() * sizeof(float);
+  if (need > budget_ || max_entries_ == 0) return;
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if (it->snap.tokens == toks) {
+      bytes_ -= it->bytes;
+      entries_.erase(it);
+      break;
+    }
+  Entry e{s.snapshot(), std::vector<float>(last_logits.begin(), last_logits.end()), need, ++clock_};
+  entries_.push_front(std::move(e));
+  bytes_ += need;
+  while (bytes_ > budget_ || entries_.size() > max_entries_) {
+    auto oldest = std::min_element(entries_.begin(), entries_.end(),
+                                   [](const Entry& a, const Entry& b) { return a.last_used < b.last_used; });
+    bytes_ -= oldest->bytes;
+    entries_.erase(oldest);
+  }
+}
+
+void PrefixCache::clear() {
+  entries_.clear();
+  bytes_ = 0;
+}
+
+GenerateResult generate(Session& s, std::span<const int> prompt, const GenerateOptions& opt, PrefixCache* cache,
+                        const std::function<Verdict(const TokenEvent&)>& on_token) {
+  using clock = std::chrono::steady_clock;
+  if (prompt.empty()) fail("generate", "empty prompt");
+  Sampler sampler(opt.sampling);
+  GenerateResult r;
+  r.prompt_tokens = int(prompt.size());
+  auto cancelled = [&] { return opt.cancelled && opt.cancelled(); };
+  if (cancelled()) {
+    r.finish = Finish::cancelled;
+    return r;
+  }
+  if (opt.max_new_tokens <= 0) {
+    r.finish = Finish::length;
+    return r;
+  }
+
+  const auto t0 = clock::now();
+  std::vector<float> saved_logits;
+  size_t reused = 0;
+  if (cache)
+    reused = cache->resume(s, prompt, &saved_logits);
+  else
+    s.reset();
+  r.cached_tokens = int(reused);
+  const std::vector<float>* logits = &saved_logits;
+  if (reused < prompt.size()) {
+    logits = &s.prefill(prompt.subspan(reused));
+    if (cache) cache->save(s, *logits);
+  }
+  r.prefill_seconds = seconds_since(t0);
+
+  std::vector<float> lp;
+  TokenEvent ev;
+  double decode = 0;
+  for (;;) {
+    ev.id = sampler.sample(*logits);
+    ev.is_stop_id = std::find(opt.stop_ids.begin(), opt.stop_ids.end(), ev.id) != opt.stop_ids.end();
+    if (opt.logprobs >= 0) {
+      log_softmax(*logits, lp);
+      ev.logprob = lp[size_t(ev.id)];
+      ev.top = top_logprobs(lp, opt.logprobs);
+    }
+    if (++r.generated_tokens == 1) r.first_token_seconds = seconds_since(t0);
+    Verdict v = on_token(ev);
+    if (ev.is_stop_id || v == Verdict::stop) {
+      r.finish = Finish::stop;
+      break;
+    }
+    if (v == Verdict::cancel || cancelled()) {
+      r.finish = Finish::cancelled;
+      break;
+    }
+    if (r.generated_tokens >= opt.max_new_tokens) {
+      r.finish = Finish::length;
+      break;
+    }
+    const auto ts = clock::now();
+    logits = &s.step(ev.id);
+    decode += seconds_since(ts);
+  }
+  r.decode_seconds = decode;
+  if (cache && s.tokens().size() > prompt.size()) cache->save(s, *logits);
+  return r;
+}
+
+StopMatcher::StopMatcher(std::vector<std::string> stops) {
+  for (auto& s : stops)
+    if (!s.empty()) stops_.push_back(std::move(s));
+}
+
+std::string StopMatcher::push(std::string_view text) {
+  if (matched_) return {};
+  held_.append(text);
+  // The earliest occurrence of any stop sequence ends the text there.
+  size_t at = std::string::npos;
+  for (const std::string& s : stops_) at = std::min(at, held_.find(s));
+  if (at != std::string::npos) {
+    std::string out = held_.substr(0, at);
+    held_.clear();
+    matched_ = true;
+    return out;
+  }
+  // Hold the longest tail that is a proper prefix of some stop sequence.
+  size_t keep = 0;
+  for (const std::string& s : stops_)
+    for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; k--)
+      if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
+        keep = k;
+        break;
+      }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string StopMatcher::flush() {
+  std::string out;
+  if (!matched_) out.swap(held_);
+  held_.clear();
+  return out;
+}
+
+}  // namespace sluice

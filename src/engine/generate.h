@@ -1,0 +1,110 @@
+// engine/generate.h — one generation: prompt in, sampled tokens out.
+//
+// generate() owns the loop every client shares (the server, `sluice run`):
+// resume from the longest saved prefix state (PrefixCache) and prefill the rest,
+// then sample / report / step until a stop id, the caller's verdict (a stop
+// sequence matched in the text, a client gone), max_new_tokens or cancellation.
+// The caller sees every sampled token through one callback; text, stop
+// sequences and channels are its business (StopMatcher helps with the first).
+//
+// Cancellation is polled before the prefill and before every decode step, so a
+// cancelled generation ends within one step. The session is left holding the
+// prompt and every token that was fed back (the last sampled token is not), and
+// the prefix cache gets a snapshot of the prompt end and of the final state.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/session.h"
+
+namespace sluice {
+
+// Saved session states to resume from, bounded by bytes (SequenceState::bytes()
+// plus tokens and logits), least recently used dropped first. Not thread-safe:
+// it lives beside the one Session that uses the model.
+class PrefixCache {
+ public:
+  explicit PrefixCache(uint64_t budget_bytes, size_t max_entries = 8)
+      : budget_(budget_bytes), max_entries_(max_entries) {}
+
+  // Makes `s` hold the longest known prefix of `prompt` (its own current state,
+  // or a saved one) and returns its length. A prefix as long as the whole prompt
+  // is used only when its last logits were saved; they go to `*logits`. Without
+  // any usable prefix, s is reset and 0 returned.
+  size_t resume(Session& s, std::span<const int> prompt, std::vector<float>* logits);
+  // Saves the state of `s` with the logits of its last token.
+  void save(const Session& s, std::span<const float> last_logits);
+  void clear();
+
+  uint64_t bytes() const { return bytes_; }
+  size_t entries() const { return entries_.size(); }
+  uint64_t budget() const { return budget_; }
+
+ private:
+  struct Entry {
+    Session::Snapshot snap;
+    std::vector<float> logits;
+    uint64_t bytes = 0;
+    uint64_t last_used = 0;
+  };
+  uint64_t budget_, bytes_ = 0, clock_ = 0;
+  size_t max_entries_;
+  std::list<Entry> entries_;
+};
+
+struct GenerateOptions {
+  int max_new_tokens = 16;
+  SamplingParams sampling;
+  std::vector<int> stop_ids;      // sampled, reported, then generation ends
+  int logprobs = -1;              // -1: none; k >= 0: the sampled token's logprob and the top k
+  std::function<bool()> cancelled;  // polled before the prefill and before each step (may be empty)
+};
+
+struct TokenEvent {
+  int id = -1;
+  bool is_stop_id = false;  // the last event of the generation
+  float logprob = 0;        // log-softmax of the raw logits (when logprobs >= 0)
+  std::vector<TokenLogprob> top;
+};
+
+enum class Verdict { go, stop, cancel };  // the caller's answer to each token
+enum class Finish { stop, length, cancelled };
+
+struct GenerateResult {
+  Finish finish = Finish::stop;
+  int prompt_tokens = 0;
+  int cached_tokens = 0;     // prompt tokens taken from a saved state, not computed
+  int generated_tokens = 0;  // sampled tokens, stop id included
+  double prefill_seconds = 0, first_token_seconds = 0, decode_seconds = 0;
+};
+
+// Runs one generation of `prompt` in `s`. `cache` may be null (then s is reset
+// first). on_token is called once per sampled token, in order.
+GenerateResult generate(Session& s, std::span<const int> prompt, const GenerateOptions& opt, PrefixCache* cache,
+                        const std::function<Verdict(const TokenEvent&)>& on_token);
+
+// Stop sequences matched on generated text, across token boundaries. push()
+// returns the text that can no longer be part of a stop sequence; a tail that
+// might begin one is held back until it cannot. Once a sequence matched, the
+// text before it has been returned and nothing after it ever is.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops);
+  std::string push(std::string_view text);
+  std::string flush();  // end of generation without a match: everything held
+  bool matched() const { return matched_; }
+  const std::string& held() const { return held_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool matched_ = false;
+};
+
+}  // namespace sluice
