@@ -82,6 +82,23 @@ TEST(Reply, CompletionTextStopIdsAndLogprobBytes) {
   EXPECT_TRUE(q.logprobs.empty());
 }
 
+TEST(Reply, ToolCallsAreParsedAtTheEnd) {
+  ReplyBuilder b(tokenizer(), {true, true, {}, false});
+  Piece p = feed(b,
+                 "Need weather.<|close|>think<|sep|><|open|>response<|sep|>Calling.<|close|>response<|sep|>"
+                 "<|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>"
+                 "<|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|>"
+                 "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>");
+  EXPECT_EQ(p.reasoning, "Need weather.");
+  EXPECT_EQ(p.content, "Calling.");
+  ASSERT_EQ(b.tool_calls().size(), 1u);
+  const nlohmann::json& call = b.tool_calls()[0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(nlohmann::json::parse(call["function"]["arguments"].get<std::string>()),
+            nlohmann::json({{"city", "Paris"}}));
+}
+
 TEST(Reply, ThinkingOffIsAllContent) {
   ReplyBuilder b(tokenizer(), {true, false, {}, false});
   Piece p = feed(b, "Direct answer.<|close|>response<|sep|><|close|>message<|sep|>");

@@ -120,6 +120,30 @@ test('chat completion, streaming equals non-streaming, with usage', async () => 
   assert.ok(plain.every((c) => c.choices.length === 1 && c.usage === undefined));
 });
 
+test('tools, tool_choice, tool results and response_format reach the prompt', async () => {
+  const base = { model: MODEL_ID, max_tokens: 1, temperature: 0, messages: [{ role: 'user', content: 'Weather in Paris?' }] };
+  const tools = [{
+    type: 'function',
+    function: { name: 'get_weather', description: 'Current weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+  }];
+  const plain = await client.chat.completions.create(base);
+  const withTools = await client.chat.completions.create({ ...base, tools });
+  const required = await client.chat.completions.create({ ...base, tools, tool_choice: 'required' });
+  const json = await client.chat.completions.create({ ...base, response_format: { type: 'json_object' } });
+  assert.ok(withTools.usage.prompt_tokens > plain.usage.prompt_tokens);
+  assert.ok(required.usage.prompt_tokens > withTools.usage.prompt_tokens);
+  assert.ok(json.usage.prompt_tokens > plain.usage.prompt_tokens);
+  const history = await client.chat.completions.create({
+    ...base, tools,
+    messages: [
+      ...base.messages,
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '{"temp_c": 21}' },
+    ],
+  });
+  assert.ok(history.usage.prompt_tokens > withTools.usage.prompt_tokens);
+});
+
 test('completions: text and token-id prompts, streaming and not', async () => {
   const a = await client.completions.create({ model: MODEL_ID, prompt: 'Once upon a time', max_tokens: 10, temperature: 0 });
   assert.match(a.id, /^cmpl-/);
