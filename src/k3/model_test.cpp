@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "base/error.h"
 #include "engine/session.h"
 
@@ -84,6 +86,37 @@ TEST(Model, ExpertSourcesGiveIdenticalLogits) {
       EXPECT_GT(st.cache_hits, 0u);
     }
   }
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Expert-major prefill: a chunk reads each (layer, expert) it needs exactly once.
+TEST(Model, PrefillReadsEachNeededExpertOncePerLayer) {
+  ModelOptions o;
+  o.ram_budget = 2 << 20;  // no room to cache: every fetch is a read
+  auto m = open_model(kFixture, o);
+  std::vector<int> toks;
+  for (int i = 0; i < 64; i++) toks.push_back((i * 37 + 11) % 448);
+  SequenceState st = SequenceState::create(m->config());
+  std::vector<float> logits;
+  ForwardTrace trace;
+  forward(*m, st, toks, Logits::Last, &logits, &trace);
+  const ModelConfig& c = m->config();
+  const int K = c.num_experts_per_token, T = int(toks.size());
+  size_t unique = 0;
+  for (int l = 0; l < c.num_hidden_layers - c.first_k_dense_replace; l++) {
+    std::set<int> used(trace.experts.begin() + ptrdiff_t(size_t(l) * T * K),
+                       trace.experts.begin() + ptrdiff_t(size_t(l + 1) * T * K));
+    unique += used.size();
+  }
+  const ExpertStats s = m->experts->stats();
+  EXPECT_EQ(s.fetched, unique);
+  EXPECT_LT(unique, size_t(T) * K * size_t(c.num_hidden_layers - c.first_k_dense_replace));
+  EXPECT_LE(s.bytes_read, (unique + s.prefetched) * (c.expert_span_bytes() + 8192));
 }
 
 }  // namespace
