@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/read_exact.h"
 
 namespace sluice {
 
@@ -143,13 +144,7 @@ ShardHeader read_safetensors_header(const std::string& path) {
     fail(path, "truncated: header length " + std::to_string(n) + " runs past the end of the file (" +
                    std::to_string(file_size) + " bytes)");
   std::string text(n, '\0');
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = pread(fd, text.data() + got, n - got, off_t(8 + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) fail(path, "cannot read the header");
-    got += size_t(r);
-  }
+  read_exact(fd, text.data(), n, 8, path);
   return parse_safetensors_header(text, file_size, path);
 }
 

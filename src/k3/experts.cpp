@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/read_exact.h"
 
 namespace sluice {
 
@@ -34,17 +35,7 @@ class PreadExperts : public ExpertSource {
     for (size_t i = 0; i < experts.size(); i++) {
       const ExpertSpan& s = ck_.experts.at(size_t(layer)).at(size_t(experts[i]));
       buf_.resize(s.length);
-      uint64_t got = 0;
-      while (got < s.length) {
-        ssize_t r = pread(fds_[size_t(s.shard)], buf_.data() + got, s.length - got, off_t(s.offset + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0)
-          fail(ck_.shard_paths[size_t(s.shard)],
-               r == 0 ? "truncated: expert " + std::to_string(experts[i]) + " of layer " + std::to_string(layer) +
-                            " runs past the end of the file"
-                      : std::string("read error: ") + std::strerror(errno));
-        got += uint64_t(r);
-      }
+      read_exact(fds_[size_t(s.shard)], buf_.data(), s.length, s.offset, ck_.shard_paths[size_t(s.shard)]);
       use(i, buf_.data());
     }
   }

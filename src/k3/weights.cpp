@@ -10,29 +10,13 @@
 
 #include "base/error.h"
 #include "base/numeric.h"
+#include "base/read_exact.h"
 #include "store/span_reader.h"
 
 namespace sluice {
 
 namespace {
 
-void read_exact(const std::string& path, uint64_t offset, uint64_t n, uint8_t* dst) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  uint64_t got = 0;
-  while (got < n) {
-    ssize_t r = pread(fd, dst + got, n - got, off_t(offset + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      int err = errno;
-      ::close(fd);
-      fail(path, r == 0 ? "truncated: short read at offset " + std::to_string(offset + got)
-                        : std::string("read error: ") + std::strerror(err));
-    }
-    got += uint64_t(r);
-  }
-  ::close(fd);
-}
 
 // Collects the tensors of one unit (a layer or the globals): matrices are read
 // into one owned buffer, vectors converted to FP32.
@@ -70,7 +54,7 @@ struct Binder {
       (void)ck.tensor(prefix + name, t.dtype, shape);  // throws with the shape message
     }
     std::vector<uint8_t> raw(t.nbytes);
-    read_exact(where, t.offset, t.nbytes, raw.data());
+    read_exact(where, raw.data(), t.nbytes, t.offset);
     std::vector<float> out(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; i++) {
       if (t.dtype == DType::F32) {
@@ -195,8 +179,7 @@ GlobalWeights load_global_weights(const Checkpoint& ck, bool resident_head) {
 
 void read_bf16_rows(const Checkpoint& ck, const TensorInfo& t, int64_t first, int64_t count, uint16_t* out) {
   const uint64_t row = uint64_t(t.shape[1]) * 2;
-  read_exact(ck.shard_paths[size_t(t.shard)], t.offset + uint64_t(first) * row, uint64_t(count) * row,
-             reinterpret_cast<uint8_t*>(out));
+  read_exact(ck.shard_paths[size_t(t.shard)], out, uint64_t(count) * row, t.offset + uint64_t(first) * row);
 }
 
 LayerWeights load_layer_weights(const Checkpoint& ck, int layer, LayerPart part) {

@@ -11,17 +11,11 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "base/splitmix.h"
 
 namespace sluice {
 
 namespace {
-
-uint64_t splitmix(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 }  // namespace
 
@@ -49,7 +43,7 @@ ProbeResult measure_read_ceiling(const std::vector<std::string>& files, const Pr
 
   uint64_t rng = opt.seed;
   auto random_span = [&](int* file, uint64_t* offset) {
-    uint64_t k = splitmix(rng) % total_starts;
+    uint64_t k = splitmix64(rng) % total_starts;
     size_t i = 0;
     while (k >= starts[i]) k -= starts[i++];
     *file = usable[i];
@@ -107,7 +101,7 @@ void write_probe_file(const std::string& path, uint64_t bytes) {
   std::string error;
   while (done < bytes && error.empty()) {
     auto* words = reinterpret_cast<uint64_t*>(buf.data());
-    for (uint64_t i = 0; i < block / 8; i++) words[i] = splitmix(rng);
+    for (uint64_t i = 0; i < block / 8; i++) words[i] = splitmix64(rng);
     uint64_t n = std::min(block, bytes - done);
     uint64_t len = direct ? align_up(n, kIoAlign) : n;  // direct: pad the tail, trimmed below
     uint64_t off = 0;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/splitmix.h"
 
 namespace sluice {
 
@@ -301,12 +302,7 @@ RoutingTrace synthetic_routing_trace(const SyntheticTraceOptions& o) {
       o.tokens < 0)
     fail("synthetic trace", "need layers, experts_per_layer >= top_k > 0 and tokens >= 0");
   uint64_t state = o.seed * 0x9E3779B97F4A7C15ull + 7;
-  auto next = [&] {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
+  auto next = [&] { return splitmix64(state); };
   auto uniform = [&] { return double(next() >> 11) * 0x1.0p-53; };
   auto below = [&](int n) { return int(next() % uint64_t(n)); };
 
