@@ -217,11 +217,12 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
   std::vector<std::vector<float>> blocks;  // B: sealed blocks, each [T][H]
   std::vector<float> mixed(TH), normed(TH), sub(TH);
   std::vector<const float*> sources;
-  auto mix = [&](const std::vector<float>& u, float* out) {
+  // AttnRes over B ++ [P] for rows first..T-1 (written from out[0]).
+  auto mix = [&](const std::vector<float>& u, float* out, int first = 0) {
     sources.clear();
-    for (const auto& b : blocks) sources.push_back(b.data());
-    sources.push_back(P.data());
-    attn_res(sources, u.data(), T, H, c.rms_norm_eps, out);
+    for (const auto& b : blocks) sources.push_back(b.data() + size_t(first) * H);
+    sources.push_back(P.data() + size_t(first) * H);
+    attn_res(sources, u.data(), T - first, H, c.rms_norm_eps, out);
   };
   if (trace) {
     trace->hidden.assign(size_t(c.num_hidden_layers) * TH, 0.0f);
@@ -264,8 +265,8 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
   if (which == Logits::None || !logits) return;
   const int first = which == Logits::All ? 0 : T - 1;
   const int n = T - first;
-  mix(m.globals.u_out, mixed.data());
-  rmsnorm_rows(mixed.data() + size_t(first) * H, m.globals.final_norm, n, H, c.rms_norm_eps, normed.data());
+  mix(m.globals.u_out, mixed.data(), first);  // only the rows whose logits are wanted
+  rmsnorm_rows(mixed.data(), m.globals.final_norm, n, H, c.rms_norm_eps, normed.data());
   logits->resize(size_t(n) * V);
   head_logits(m, normed.data(), n, logits->data());
 }

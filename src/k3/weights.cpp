@@ -1,9 +1,5 @@
 #include "k3/weights.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <string>
