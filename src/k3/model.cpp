@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <future>
 
 #include "base/error.h"
 #include "base/numeric.h"
@@ -36,20 +35,47 @@ uint64_t default_ram_budget() {
 
 constexpr int kMinContext = 256;
 
-MemoryPlan plan_memory(const Checkpoint& ck, const ModelOptions& opt) {
+namespace {
+
+// Marks units resident within `room` bytes, spread evenly over the pass so that
+// computing on resident units overlaps reading streamed ones; then fills what
+// room is left, in pass order.
+std::vector<bool> choose_resident_units(const Spine& spine, uint64_t room, uint64_t* used) {
+  const int n = spine.unit_count();
+  std::vector<bool> resident(size_t(n), false);
+  uint64_t total = 0;
+  for (int u = 0; u < n; u++) total += spine.unit_bytes(u);
+  const double share = total ? double(room) / double(total) : 0.0;
+  double credit = 0;
+  *used = 0;
+  for (int u = 0; u < n; u++) {
+    const uint64_t b = spine.unit_bytes(u);
+    credit += share * double(b);
+    if (credit >= double(b) && *used + b <= room) {
+      resident[size_t(u)] = true;
+      *used += b;
+      credit -= double(b);
+    }
+  }
+  for (int u = 0; u < n; u++) {
+    const uint64_t b = spine.unit_bytes(u);
+    if (!resident[size_t(u)] && *used + b <= room) {
+      resident[size_t(u)] = true;
+      *used += b;
+    }
+  }
+  return resident;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOptions& opt) {
   const ModelConfig& c = ck.config;
   MemoryPlan p;
   p.budget = opt.ram_budget ? opt.ram_budget : default_ram_budget();
-  const uint64_t head = ck.tensor("lm_head.weight").nbytes;
-  const uint64_t embed = ck.tensor("model.embed_tokens.weight").nbytes;
-  const uint64_t small = spine_tensor_bytes(ck, -1) - head - embed;  // norms; embedding rows are read per token
-  const uint64_t head_stream = std::min(head, 2 * opt.head_chunk_bytes);
-  uint64_t biggest = 0;
-  for (int l = 0; l < c.num_hidden_layers; l++) {
-    p.spine_total += spine_tensor_bytes(ck, l);
-    for (LayerPart part : {LayerPart::Attention, LayerPart::Ffn})
-      biggest = std::max(biggest, spine_part_bytes(ck, l, part));
-  }
+  p.fixed = spine.fixed_bytes() + 2ull * uint64_t(c.hidden_size) * sizeof(float);  // + final norm, u_out
+  for (int u = 0; u < spine.unit_count(); u++) p.spine_total += spine.unit_bytes(u);
+  const uint64_t ring = spine.min_ring_bytes();
   // Sequence state: KDA S + conv history (fixed), MLA latent cache per position.
   uint64_t kda = 0, mla_per_pos = 0;
   for (int l = 0; l < c.num_hidden_layers; l++) {
@@ -59,23 +85,31 @@ MemoryPlan plan_memory(const Checkpoint& ck, const ModelOptions& opt) {
     else
       mla_per_pos += uint64_t(c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
   }
-  const uint64_t span = c.num_experts > 0 ? ck.config.expert_span_bytes() : 0;
-  p.expert_buffers = 2 * span;
+  const uint64_t slot = c.num_experts > 0 ? SpanReader::direct_capacity(c.expert_span_bytes()) : 0;
+  const uint64_t min_buffers = 2 * slot;
   // The minimum holds state for a short context; the full max_context is reserved when it fits.
   const uint64_t min_state = kda + mla_per_pos * uint64_t(std::min(std::max(opt.max_context, 1), kMinContext));
-  p.minimum = small + head_stream + p.expert_buffers + min_state + 2 * biggest;
+  p.minimum = p.fixed + ring + min_buffers + min_state;
   if (p.budget < p.minimum)
     fail(ck.dir, "RAM budget of " + std::to_string(p.budget) + " bytes is below this model's working minimum of " +
-                     std::to_string(p.minimum) + " bytes (two streamed layer parts, head chunks, expert buffers, state for " +
+                     std::to_string(p.minimum) + " bytes (two streamed spine units, expert buffers, state for " +
                      std::to_string(kMinContext) + " tokens)");
-  p.state_reserve = std::min(kda + mla_per_pos * uint64_t(std::max(opt.max_context, 1)),
-                             p.budget - (p.minimum - min_state));
-  const uint64_t fixed = small + p.state_reserve + p.expert_buffers;
-  // The head goes with the spine: both resident, or both streamed.
-  p.spine_resident = fixed + head + p.spine_total <= p.budget;
-  p.globals = small + (p.spine_resident ? head : head_stream);
-  p.spine_held = p.spine_resident ? p.spine_total : 2 * biggest;
-  p.expert_cache = p.budget - fixed - (p.globals - small) - p.spine_held;
+  uint64_t spare = p.budget - p.minimum;
+  // One layer's reads in flight at once: every expert of a layer is read in parallel.
+  p.expert_buffers = min_buffers + std::min(spare, uint64_t(std::max(c.num_experts_per_token - 2, 0)) * slot);
+  spare -= p.expert_buffers - min_buffers;
+  p.state_reserve = min_state + std::min(spare, mla_per_pos * uint64_t(std::max(opt.max_context - kMinContext, 0)));
+  const uint64_t fixed = p.fixed + p.state_reserve + p.expert_buffers;
+  p.spine_resident = fixed + p.spine_total <= p.budget;
+  if (p.spine_resident) {
+    p.resident_units.assign(size_t(spine.unit_count()), true);
+    p.spine_resident_bytes = p.spine_total;
+  } else {
+    p.ring = ring;
+    p.resident_units = choose_resident_units(spine, p.budget - fixed - ring, &p.spine_resident_bytes);
+  }
+  p.spine_held = p.ring + p.spine_resident_bytes;
+  p.expert_cache = p.budget - fixed - p.spine_held;
   return p;
 }
 
@@ -91,10 +125,12 @@ bool is_stream_install(const std::string& dir) {
 std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt) {
   auto m = std::make_unique<Model>();
   m->ck = open_checkpoint(dir);
-  m->plan = plan_memory(m->ck, opt);
-  m->head_chunk_bytes = opt.head_chunk_bytes;
-  m->globals = load_global_weights(m->ck, m->plan.spine_resident);
-  m->spine = std::make_unique<Spine>(m->ck, m->plan.spine_resident);
+  m->globals = load_global_weights(m->ck);
+  m->spine = std::make_unique<Spine>(m->ck, opt.head_chunk_bytes);
+  m->plan = plan_memory(m->ck, *m->spine, opt);
+  SpanReaderOptions io;
+  io.queue_depth = opt.queue_depth;
+  m->spine->start(m->plan.resident_units, m->plan.ring, io);
   if (is_stream_install(dir)) {
     m->experts = make_expert_source_for(m->ck);  // experts fetched over HTTP into the span cache
   } else if (opt.pread_experts || m->ck.config.num_experts == 0) {
@@ -120,8 +156,8 @@ void rmsnorm_rows(const float* x, const std::vector<float>& w, int T, int H, flo
 namespace {
 
 // Prefetch guesses for layer l+1, issued while layer l's experts are read:
-// the experts the previous token chose there, plus (when the spine is resident)
-// layer l+1's router applied to layer l's FFN input ("lookahead").
+// the experts the previous token chose there, plus layer l+1's router (always
+// resident) applied to layer l's FFN input ("lookahead").
 void hint_next_layer(Model& m, int l, const float* y, int T) {
   const ModelConfig& c = m.config();
   const int n = l + 1;
@@ -131,15 +167,14 @@ void hint_next_layer(Model& m, int l, const float* y, int T) {
   p.last_route.resize(size_t(c.num_hidden_layers));
   std::vector<int>& g = p.guess[size_t(n)];
   g = p.last_route[size_t(n)];
-  if (m.spine->resident()) {
-    const MoeWeights& w = m.spine->ffn(n).moe;
+  {
     const int E = c.num_experts, K = c.num_experts_per_token;
     std::vector<float> logits(static_cast<size_t>(E));
     std::vector<int> ids(static_cast<size_t>(K));
     std::vector<float> wts(static_cast<size_t>(K));
     const float* last = y + size_t(T - 1) * c.hidden_size;
-    fast::matvec_bf16(w.router.w, E, c.hidden_size, last, logits.data());
-    route_token(logits.data(), w.bias.data(), E, K, 1.0f, ids.data(), wts.data());
+    fast::matvec_bf16(m.spine->router(n).w, E, c.hidden_size, last, logits.data());
+    route_token(logits.data(), m.spine->router_bias(n).data(), E, K, 1.0f, ids.data(), wts.data());
     g.insert(g.end(), ids.begin(), ids.end());
   }
   std::sort(g.begin(), g.end());
@@ -167,33 +202,17 @@ void score_guess(Model& m, int l, const std::vector<int>& chosen, int T) {
 
 }  // namespace
 
-// logits [n][V] = lm_head · z. A streamed head is read in chunks of rows, the
-// next chunk read while this one computes.
+// logits [n][V] = lm_head · z, one head chunk (spine unit) at a time.
 void head_logits(Model& m, const float* z, int n, float* out) {
-  const ModelConfig& c = m.config();
-  const int V = c.vocab_size, H = c.hidden_size;
-  if (m.globals.lm_head.w) {
-    fast::matmul_bf16(m.globals.lm_head.w, V, H, z, n, out);
-    return;
-  }
-  const int64_t rows = std::max<int64_t>(1, int64_t(m.head_chunk_bytes / (uint64_t(H) * 2)));
-  // O_DIRECT reads on a reader of their own (the head is streamed every token).
-  SpanReader reader({m.ck.shard_paths[size_t(m.globals.head.shard)]});
-  const uint64_t row_bytes = uint64_t(H) * 2;
-  auto read = [&](int64_t first, int64_t count) {
-    return reader.wait(reader.submit(0, m.globals.head.offset + uint64_t(first) * row_bytes, uint64_t(count) * row_bytes));
-  };
+  const int V = m.config().vocab_size, H = m.config().hidden_size;
   std::vector<float> part;
-  std::future<Completed> next = std::async(std::launch::async, read, 0, std::min<int64_t>(rows, V));
-  for (int64_t r0 = 0; r0 < V; r0 += rows) {
-    const int64_t cnt = std::min<int64_t>(rows, V - r0);
-    Completed w = next.get();
-    if (r0 + cnt < V) next = std::async(std::launch::async, read, r0 + cnt, std::min<int64_t>(rows, V - r0 - cnt));
-    part.resize(size_t(n) * size_t(cnt));
-    fast::matmul_bf16(reinterpret_cast<const uint16_t*>(w.data), int(cnt), H, z, n, part.data());
+  for (int k = 0; k < m.spine->head_chunks(); k++) {
+    const HeadChunk& h = m.spine->head(k);
+    const int rows = h.w.rows;
+    part.resize(size_t(n) * size_t(rows));
+    fast::matmul_bf16(h.w.w, rows, H, z, n, part.data());
     for (int t = 0; t < n; t++)
-      std::copy_n(part.data() + size_t(t) * cnt, cnt, out + size_t(t) * V + r0);
-    m.globals_bytes_read += uint64_t(cnt) * H * 2;
+      std::copy_n(part.data() + size_t(t) * rows, rows, out + size_t(t) * V + h.row0);
   }
 }
 
@@ -205,6 +224,7 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
   for (int tok : tokens)
     if (tok < 0 || tok >= V) fail("forward", "token id " + std::to_string(tok) + " is outside the vocabulary");
   const size_t TH = size_t(T) * H;
+  m.spine->begin_pass(which != Logits::None && logits);
 
   // P starts as the embedding rows, read from disk.
   std::vector<float> P(TH);

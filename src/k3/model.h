@@ -28,25 +28,33 @@ struct ModelOptions {
   uint64_t ram_budget = 0;
   // Context length the budget reserves sequence state for.
   int max_context = 4096;
-  // Expert reads in flight (io_uring queue depth).
+  // Reads in flight (io_uring queue depth) for expert reads, and for spine streaming.
   int queue_depth = 16;
   // Read experts with plain pread and no cache (the simplest source; for comparisons).
   bool pread_experts = false;
-  // A streamed head is read in chunks of this many bytes (two in memory).
+  // The head is a sequence of spine units of about this many bytes each.
   uint64_t head_chunk_bytes = 64ull << 20;
 };
 
-// How the budget was spent when the model was opened.
+// How the budget was spent when the model was opened. Order of claims: what
+// is always resident (vectors, routers), sequence state, in-flight expert
+// buffers; then the spine (layers and head), all of it if it fits, else a
+// streaming ring plus as many units as fit; the expert cache gets the rest.
+// (A resident spine byte saves a read on every token; a cached expert byte
+// only on the tokens that route to that expert.)
 struct MemoryPlan {
   uint64_t budget = 0;
-  uint64_t minimum = 0;        // the engine's working minimum for this model
-  uint64_t globals = 0;        // final norms and the head (resident, or two streamed chunks)
-  uint64_t spine_total = 0;    // all layers' spine
-  uint64_t spine_held = 0;     // resident: spine_total; streamed: two layers
-  bool spine_resident = true;
-  uint64_t state_reserve = 0;  // sequence state at max_context
-  uint64_t expert_buffers = 0; // in-flight expert reads
-  uint64_t expert_cache = 0;   // what is left for caching experts
+  uint64_t minimum = 0;         // the engine's working minimum for this model
+  uint64_t fixed = 0;           // vectors and routers: resident whatever the budget
+  uint64_t spine_total = 0;     // all units' matrices (layers and head)
+  uint64_t spine_resident_bytes = 0;  // of which resident
+  uint64_t ring = 0;            // the streaming ring (0 when all resident)
+  uint64_t spine_held = 0;      // resident units + ring
+  bool spine_resident = true;   // every unit resident
+  std::vector<bool> resident_units;  // per spine unit (k3/spine.h)
+  uint64_t state_reserve = 0;   // sequence state at max_context
+  uint64_t expert_buffers = 0;  // in-flight expert reads that bypass the cache
+  uint64_t expert_cache = 0;    // what is left for caching experts
 };
 
 // Prefetch guesses and how well they did (decode steps), per layer.
@@ -68,15 +76,15 @@ struct Model {
   std::unique_ptr<Spine> spine;
   std::unique_ptr<ExpertSource> experts;
   Prefetcher prefetcher;
-  uint64_t globals_bytes_read = 0;  // embedding rows and streamed head chunks
-  uint64_t head_chunk_bytes = 0;
+  uint64_t globals_bytes_read = 0;  // embedding rows
 
   const ModelConfig& config() const { return ck.config; }
 };
 
 uint64_t default_ram_budget();
-// Plans memory for `ck` under `opt`; throws naming the minimum if the budget is below it.
-MemoryPlan plan_memory(const Checkpoint& ck, const ModelOptions& opt);
+// Plans memory for `ck` (its spine bound as `spine`) under `opt`; throws naming
+// the minimum if the budget is below it.
+MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOptions& opt);
 
 // Opens DIR: checkpoint, memory plan, spine (resident or streamed), expert source.
 std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt = {});

@@ -14,25 +14,19 @@ namespace sluice {
 namespace {
 
 
-// Collects the tensors of one unit (a layer or the globals): matrices are read
-// into one owned buffer, vectors converted to FP32.
+// Binds the tensors of one unit: matrices are located (read later, where the
+// spine wants them), vectors read and converted to FP32 now.
 struct Binder {
   const Checkpoint& ck;
   std::string prefix;
-  struct Pending {
-    const TensorInfo* t;
-    Bf16Matrix* dst;
-    uint64_t at;
-  };
-  std::vector<Pending> pending;
-  uint64_t total = 0;
+  UnitTensors* found = nullptr;  // where located matrices and vector sizes go
 
-  void matrix(const std::string& name, int64_t rows, int64_t cols, Bf16Matrix* dst) {
+  void matrix(const std::string& name, int64_t rows, int64_t cols, Bf16Matrix* dst, bool pinned = false) {
     const TensorInfo& t = ck.tensor(prefix + name, DType::BF16, {rows, cols});
     dst->rows = int(rows);
     dst->cols = int(cols);
-    pending.push_back({&t, dst, total});
-    total += SpanReader::direct_capacity(t.nbytes);  // room for the 4096-aligned superset
+    dst->w = nullptr;
+    (pinned ? found->pinned : found->matrices).push_back({dst, {t.shard, t.offset, t.nbytes}});
   }
 
   // A vector of `n` values (or the first n of a longer one when `prefix_of`), bf16 or f32.
@@ -63,6 +57,7 @@ struct Binder {
     }
     for (float v : out)
       if (!std::isfinite(v)) fail(where, "tensor '" + t.name + "' holds a non-finite value");
+    if (found) found->vector_bytes += uint64_t(n) * sizeof(float);
     return out;
   }
 
@@ -74,25 +69,6 @@ struct Binder {
     return w;
   }
 
-  // Reads every matrix straight into its place with O_DIRECT (the spine can be
-  // streamed for every token; it must not churn the page cache either).
-  AlignedBuffer load(uint64_t* nbytes) {
-    AlignedBuffer buf(total ? total : 1);
-    if (!pending.empty()) {
-      SpanReader reader(ck.shard_paths);
-      std::vector<uint64_t> tickets;
-      for (const Pending& p : pending)
-        tickets.push_back(reader.submit(p.t->shard, p.t->offset, p.t->nbytes,
-                                        std::span<uint8_t>(buf.data() + p.at, SpanReader::direct_capacity(p.t->nbytes))));
-      for (size_t i = 0; i < pending.size(); i++) {
-        Completed c = reader.wait(tickets[i]);
-        pending[i].dst->w = reinterpret_cast<const uint16_t*>(c.data);
-      }
-    }
-    *nbytes = 0;
-    for (const Pending& p : pending) *nbytes += p.t->nbytes;
-    return buf;
-  }
 };
 
 void bind_attention(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
@@ -145,7 +121,7 @@ void bind_ffn(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
   } else {
     const int64_t E = c.num_experts, Lat = c.routed_expert_hidden_size, S = c.shared_intermediate();
     MoeWeights& m = w.moe;
-    b.matrix("block_sparse_moe.gate.weight", E, H, &m.router);
+    b.matrix("block_sparse_moe.gate.weight", E, H, &m.router, /*pinned=*/true);  // lookahead needs it early
     m.bias = b.vec("block_sparse_moe.gate.e_score_correction_bias", E);
     b.matrix("block_sparse_moe.routed_expert_down_proj.weight", Lat, H, &m.rdown);
     m.rnorm = b.vec("block_sparse_moe.routed_expert_norm.weight", Lat);
@@ -160,16 +136,14 @@ void bind_ffn(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
 
 }  // namespace
 
-GlobalWeights load_global_weights(const Checkpoint& ck, bool resident_head) {
+GlobalWeights load_global_weights(const Checkpoint& ck) {
   const ModelConfig& c = ck.config;
   GlobalWeights g;
-  Binder b{ck, "", {}, 0};
+  Binder b{ck, "", nullptr};
   g.embed = ck.tensor("model.embed_tokens.weight", DType::BF16, {c.vocab_size, c.hidden_size});
   g.head = ck.tensor("lm_head.weight", DType::BF16, {c.vocab_size, c.hidden_size});
-  if (resident_head) b.matrix("lm_head.weight", c.vocab_size, c.hidden_size, &g.lm_head);
   g.final_norm = b.vec("model.norm.weight", c.hidden_size);
   g.u_out = b.attn_res_query("model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", c.hidden_size);
-  g.bytes = b.load(&g.nbytes);
   return g;
 }
 
@@ -178,13 +152,28 @@ void read_bf16_rows(const Checkpoint& ck, const TensorInfo& t, int64_t first, in
   read_exact(ck.shard_paths[size_t(t.shard)], out, uint64_t(count) * row, t.offset + uint64_t(first) * row);
 }
 
-LayerWeights load_layer_weights(const Checkpoint& ck, int layer, LayerPart part) {
-  LayerWeights w;
-  Binder b{ck, "model.layers." + std::to_string(layer) + ".", {}, 0};
+void bind_layer_part(const Checkpoint& ck, int layer, LayerPart part, LayerWeights& w, UnitTensors* out) {
+  Binder b{ck, "model.layers." + std::to_string(layer) + ".", out};
   if (part == LayerPart::Attention) bind_attention(b, ck.config, layer, w);
   else bind_ffn(b, ck.config, layer, w);
-  w.bytes = b.load(&w.nbytes);
-  return w;
+}
+
+AlignedBuffer read_matrices(const Checkpoint& ck, const std::vector<MatrixRef>& refs) {
+  uint64_t total = 0;
+  for (const MatrixRef& r : refs) total += SpanReader::direct_capacity(r.span.length);
+  AlignedBuffer buf(total ? total : 1);
+  if (refs.empty()) return buf;
+  SpanReader reader(ck.shard_paths);
+  std::vector<uint64_t> tickets;
+  uint64_t at = 0;
+  for (const MatrixRef& r : refs) {
+    const uint64_t cap = SpanReader::direct_capacity(r.span.length);
+    tickets.push_back(reader.submit(r.span.file, r.span.offset, r.span.length, std::span<uint8_t>(buf.data() + at, cap)));
+    at += cap;
+  }
+  for (size_t i = 0; i < refs.size(); i++)
+    refs[i].view->w = reinterpret_cast<const uint16_t*>(reader.wait(tickets[i]).data);
+  return buf;
 }
 
 }  // namespace sluice

@@ -1,10 +1,9 @@
 // k3/weights.h — K3's spine weights bound to the checkpoint's tensors.
 //
-// The spine is everything but the routed experts. Each layer's spine tensors
-// are read into one buffer the layer owns (so a layer can later be streamed in
-// and dropped as a unit); big matrices stay bf16 as shipped and are views into
-// that buffer, small vectors (norms, conv taps, gates, router bias) are
-// converted to FP32 at load. Shapes and dtypes are checked against the config
+// The spine is everything but the routed experts. Big matrices stay bf16 as
+// shipped and are views into memory the spine owns (k3/spine.h decides whether
+// that memory is resident or a streaming ring); small vectors (norms, conv
+// taps, gates, router bias) are converted to FP32 once, when binding. Shapes and dtypes are checked against the config
 // when binding: a wrong tensor is an error naming the tensor and the shard.
 // Routed experts are not here: see k3/experts.h.
 #pragma once
@@ -14,6 +13,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "store/aligned_buffer.h"
+#include "store/span_stream.h"
 
 namespace sluice {
 
@@ -63,25 +63,39 @@ struct LayerWeights {
   MlaWeights mla;                            // when the layer is MLA
   DenseWeights dense;                        // when the layer is dense
   MoeWeights moe;                            // when the layer is MoE
-  AlignedBuffer bytes;                       // owns the bf16 matrices above
-  uint64_t nbytes = 0;
 };
 
 // The embedding is never loaded whole: a forward pass reads only its tokens'
-// rows. The head ([V, H], read whole every token) is resident when the spine
-// is, else streamed in chunks (k3/model.cpp).
+// rows. The head ([V, H], read whole every token) is part of the spine, in
+// chunks of rows (k3/spine.h).
 struct GlobalWeights {
   TensorInfo embed, head;     // [V, H] bf16, where they lie on disk
-  Bf16Matrix lm_head;         // resident head, or w == nullptr when streamed
   std::vector<float> final_norm, u_out;
-  AlignedBuffer bytes;
-  uint64_t nbytes = 0;
 };
 
-// Reads and binds the globals, or one layer's spine. Throws on any mismatch.
-GlobalWeights load_global_weights(const Checkpoint& ck, bool resident_head);
+// One bf16 matrix as bound: where its bytes lie, and the view to point at them
+// once they are in memory (resident, or in the streaming ring).
+struct MatrixRef {
+  Bf16Matrix* view = nullptr;
+  StreamSpan span;  // shard, offset, bytes
+};
+
+// What binding one unit found: its vectors are read and converted (FP32, kept
+// for the model's lifetime); its matrices are only located.
+struct UnitTensors {
+  std::vector<MatrixRef> matrices;  // read with the unit: resident, or streamed every pass
+  std::vector<MatrixRef> pinned;    // read once and kept whatever the budget (the MoE router)
+  uint64_t vector_bytes = 0;        // RAM the FP32 vectors take
+};
+
+// Binds the globals: embedding and head located, final norm and u_out read.
+GlobalWeights load_global_weights(const Checkpoint& ck);
 // Reads rows [first, first+count) of a bf16 [rows, cols] tensor from disk.
 void read_bf16_rows(const Checkpoint& ck, const TensorInfo& t, int64_t first, int64_t count, uint16_t* out);
-LayerWeights load_layer_weights(const Checkpoint& ck, int layer, LayerPart part);
+// Binds one part of layer l into `w` (in place: the views in `out` point into it).
+// Throws on any shape or dtype mismatch, naming the tensor and the shard.
+void bind_layer_part(const Checkpoint& ck, int layer, LayerPart part, LayerWeights& w, UnitTensors* out);
+// Reads every matrix of `refs` with O_DIRECT into one buffer (returned) and points the views at it.
+AlignedBuffer read_matrices(const Checkpoint& ck, const std::vector<MatrixRef>& refs);
 
 }  // namespace sluice
