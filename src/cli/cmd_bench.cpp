@@ -30,7 +30,8 @@ Command reg("bench", "Benchmark prefill and decode against the disk's read ceili
   sub.add_option("--prompt-tokens", a->opt.prompt_tokens, "Prompt length")->check(CLI::PositiveNumber);
   sub.add_option("--decode", a->opt.decode_tokens, "Decode steps (the first is discarded)")->check(CLI::Range(2, 1 << 20));
   sub.add_option("--queue-depth", a->opt.model.queue_depth, "Reads in flight")->check(CLI::Range(1, 1024));
-  sub.add_option("--probe-seconds", a->opt.probe_seconds, "Time for the ceiling probe");
+  sub.add_option("--probe-seconds", a->opt.probe_seconds, "Time for the random-read probe (0: none)");
+  sub.add_flag("!--no-replay", a->opt.replay, "Skip replaying each step's reads with no compute");
   sub.add_option("--seed", a->opt.seed, "Prompt seed");
   sub.add_flag("--json", a->json, "One-line JSON record");
   *act = [a] { return run_bench_cmd(*a); };

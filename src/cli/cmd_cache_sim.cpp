@@ -1,14 +1,19 @@
 // cli/cmd_cache_sim.cpp — `sluice cache-sim`: expert cache hit rates, LRU vs heat.
 //
-// Replays a synthetic routing trace (Zipf-like popularity per layer, drift,
-// next-token reuse; K3's shape by default) through store/expert_cache at
-// several budgets and prints the hit rate of each policy. Real routing traces
-// from the engine go through the same simulate_cache().
+// Replays a routing trace through store/expert_cache at several budgets and
+// prints the hit rate of each policy: a synthetic trace (Zipf-like popularity
+// per layer, drift, next-token reuse; K3's shape by default), or with --model
+// and --text-file the model's real router choices over that text.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
+#include "base/error.h"
 #include "cli/commands.h"
+#include "engine/routing_trace.h"
 #include "store/expert_cache.h"
+#include "text/tokenizer.h"
 
 namespace sluice::cli {
 namespace {
@@ -18,14 +23,32 @@ struct SimArgs {
   std::vector<double> budgets_percent = {1, 2, 3, 5, 10, 20};
   double half_life = ExpertCacheOptions{}.half_life_tokens;
   int window = -1;
+  std::string model, text_file;
+  int ctx = 512;
 };
 
+RoutingTrace real_trace(const SimArgs& a) {
+  std::ifstream in(a.text_file, std::ios::binary);
+  if (!in) fail(a.text_file, "cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  text::Tokenizer tok = text::Tokenizer::load(a.model);
+  std::vector<int> ids = tok.encode(ss.str(), /*allow_special=*/false);
+  auto m = open_model(a.model);
+  return routing_trace(*m, ids, a.ctx);
+}
+
 int run_sim(const SimArgs& a) {
-  RoutingTrace tr = synthetic_routing_trace(a.trace);
-  const double experts = double(a.trace.layers) * a.trace.experts_per_layer;
-  std::printf("trace: %d layers x %d experts, top-%d, %d tokens, zipf %.2f, reuse %.2f, drift %.3f\n",
-              a.trace.layers, a.trace.experts_per_layer, a.trace.top_k, a.trace.tokens,
-              a.trace.zipf_exponent, a.trace.reuse, a.trace.drift_per_token);
+  const bool real = !a.model.empty();
+  RoutingTrace tr = real ? real_trace(a) : synthetic_routing_trace(a.trace);
+  const double experts = double(tr.layers) * tr.experts_per_layer;
+  if (real)
+    std::printf("trace: %s over %s: %d layers x %d experts, top-%d, %zu tokens (router's own choices)\n",
+                a.model.c_str(), a.text_file.c_str(), tr.layers, tr.experts_per_layer, tr.top_k, tr.tokens());
+  else
+    std::printf("trace: %d layers x %d experts, top-%d, %d tokens, zipf %.2f, reuse %.2f, drift %.3f\n",
+                a.trace.layers, a.trace.experts_per_layer, a.trace.top_k, a.trace.tokens,
+                a.trace.zipf_exponent, a.trace.reuse, a.trace.drift_per_token);
   std::printf("budget%%   slots    lru    heat\n");
   for (double pct : a.budgets_percent) {
     ExpertCacheOptions o;
@@ -44,7 +67,7 @@ int run_sim(const SimArgs& a) {
   return 0;
 }
 
-Command reg("cache-sim", "Compare expert cache policies (LRU vs heat) on synthetic routing",
+Command reg("cache-sim", "Compare expert cache policies (LRU vs heat) on synthetic or real routing",
             [](CLI::App& sub, Action* act) {
               auto a = std::make_shared<SimArgs>();
               sub.add_option("--layers", a->trace.layers, "MoE layers");
@@ -59,6 +82,10 @@ Command reg("cache-sim", "Compare expert cache policies (LRU vs heat) on synthet
                   ->delimiter(',');
               sub.add_option("--half-life", a->half_life, "Heat half-life in tokens");
               sub.add_option("--window", a->window, "Heat recency window in slots (-1: auto)");
+              auto* model = sub.add_option("--model", a->model, "Replay this model's router choices ...");
+              sub.add_option("--text-file", a->text_file, "... over this text")->needs(model);
+              model->needs("--text-file");
+              sub.add_option("--ctx", a->ctx, "Tokens per sequence for --model")->check(CLI::PositiveNumber);
               *act = [a] { return run_sim(*a); };
             });
 

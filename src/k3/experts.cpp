@@ -113,16 +113,18 @@ class DirectExperts : public ExpertSource {
         const size_t i = to_read.front();
         const ExpertSpan& s = ck_.experts[size_t(layer)][size_t(experts[i])];
         int slot = cache_.insert(layer, experts[i]);  // pinned when >= 0
-        if (slot < 0 && bypass_inflight_ >= max_bypass_) break;
+        if (slot < 0 && free_bypass_.empty() && bypass_.size() >= max_bypass_) break;
         to_read.pop_front();
         uint64_t t;
         if (slot >= 0) {
           t = reader_.submit(s.shard, s.offset, s.length, cache_.slot_buffer(slot));
           slot_ticket_[slot] = t;
         } else {
-          t = reader_.submit(s.shard, s.offset, s.length);
-          bypass_inflight_++;
+          const int b = take_bypass_buffer();
+          t = reader_.submit(s.shard, s.offset, s.length, bypass_[size_t(b)].bytes());
+          slot = -2 - b;  // a bypass buffer, not a cache slot
         }
+        if (log_) log_->push_back({layer, {s.shard, s.offset, s.length}});
         waiting_[t] = {i, slot, true};
         outstanding++;
       }
@@ -146,8 +148,6 @@ class DirectExperts : public ExpertSource {
       if (w.slot >= 0) {
         cache_.set_ready(w.slot, c.data);
         slot_ticket_.erase(w.slot);
-      } else {
-        bypass_inflight_--;
       }
       if (w.own) {
         outstanding--;
@@ -155,12 +155,18 @@ class DirectExperts : public ExpertSource {
         stats_.fetched++;
       }
       if (w.slot >= 0) cache_.unpin(w.slot);
+      else free_bypass_.push_back(-2 - w.slot);
       submit_more();
     }
   }
 
   void prefetch(int layer, std::span<const int> experts) override {
     for (int e : experts) hints_.push_back({layer, e});
+  }
+
+  bool record_reads(std::vector<ExpertRead>* log) override {
+    log_ = log;
+    return true;
   }
 
   ExpertStats stats() const override {
@@ -177,6 +183,7 @@ class DirectExperts : public ExpertSource {
       if (slot < 0) return;  // no room: a guess never displaces pinned work
       const ExpertSpan& s = ck_.experts[size_t(layer)][size_t(e)];
       uint64_t t = reader_.submit(s.shard, s.offset, s.length, cache_.slot_buffer(slot));
+      if (log_) log_->push_back({layer - 1, {s.shard, s.offset, s.length}});  // issued by the fetch of layer - 1
       slot_ticket_[slot] = t;
       waiting_[t] = {0, slot, false};
       stats_.prefetched++;
@@ -185,9 +192,21 @@ class DirectExperts : public ExpertSource {
 
   struct Waiting {
     size_t i;
-    int slot;  // cache slot, or -1 for a bypass read (its buffer comes back owned)
+    int slot;  // cache slot, or -2 - b for a read into bypass buffer b
     bool own;  // a fetch is waiting for it (else a prefetch nobody asked for yet)
   };
+
+  // A buffer for a read the cache does not keep: reused, so no read faults in
+  // and zeroes fresh pages. Allocated on first need, at most max_bypass_.
+  int take_bypass_buffer() {
+    if (free_bypass_.empty()) {
+      bypass_.emplace_back(SpanReader::direct_capacity(span_));
+      return int(bypass_.size()) - 1;
+    }
+    const int b = free_bypass_.back();
+    free_bypass_.pop_back();
+    return b;
+  }
 
   static SpanReaderOptions reader_options(const DirectSourceOptions& o) {
     SpanReaderOptions r;
@@ -211,7 +230,10 @@ class DirectExperts : public ExpertSource {
   ExpertCache cache_;
   std::unordered_map<uint64_t, Waiting> waiting_;  // ticket -> what it is for
   std::unordered_map<int, uint64_t> slot_ticket_;  // slot -> its read in flight
-  uint64_t bypass_inflight_ = 0, max_bypass_ = 1;
+  std::vector<AlignedBuffer> bypass_;
+  std::vector<int> free_bypass_;
+  std::vector<ExpertRead>* log_ = nullptr;
+  uint64_t max_bypass_ = 1;
   int first_moe_ = 1;
   std::vector<std::pair<int, int>> hints_;  // (layer, expert) to read after the next fetch's own reads
   ExpertStats stats_;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
+#include "store/span_stream.h"
 
 namespace sluice {
 
@@ -27,6 +28,13 @@ struct ExpertStats {
   uint64_t network_bytes = 0;    // bytes fetched over HTTP (stream installs)
 };
 
+// One span an expert source read, and the layer whose fetch issued it (its
+// own reads, or its prefetches for the next layer).
+struct ExpertRead {
+  int layer = 0;
+  StreamSpan span;
+};
+
 class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
@@ -39,6 +47,9 @@ class ExpertSource {
   // bandwidth, never correctness. Default: ignored.
   virtual void prefetch(int /*layer*/, std::span<const int> /*experts*/) {}
   virtual ExpertStats stats() const { return {}; }
+  // While `log` is set, every span read from a local file is appended to it
+  // (the bench replays a step's reads). Returns false if the source cannot.
+  virtual bool record_reads(std::vector<ExpertRead>* /*log*/) { return false; }
 };
 
 // Reads each span with pread, every time (no cache): the simplest correct source.

@@ -14,20 +14,20 @@
 
 namespace sluice {
 
-void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, const float* x, int T, float* out) {
-  const int H = c.hidden_size, NH = c.kda_num_heads, D = c.kda_head_dim, C = NH * D, K = c.kda_conv_kernel;
+void kda_forward(const ModelConfig& c, Spine& sp, const KdaWeights& w, KdaLayerState& st, const float* x, int T, float* out) {
+  const int NH = c.kda_num_heads, D = c.kda_head_dim, C = NH * D, K = c.kda_conv_kernel;
   const float eps = c.rms_norm_eps, lower = c.kda_gate_lower_bound;
   const float q_scale = 1.0f / std::sqrt(float(D));
   const size_t TC = size_t(T) * C;
 
   std::vector<float> q(TC), k(TC), v(TC), z(TC), f(TC), fa(size_t(T) * D), beta(size_t(T) * NH);
-  fast::matmul_bf16(w.q.w, C, H, x, T, q.data());
-  fast::matmul_bf16(w.k.w, C, H, x, T, k.data());
-  fast::matmul_bf16(w.v.w, C, H, x, T, v.data());
-  fast::matmul_bf16(w.g.w, C, H, x, T, z.data());
-  fast::matmul_bf16(w.f_a.w, D, H, x, T, fa.data());
-  fast::matmul_bf16(w.f_b.w, C, D, fa.data(), T, f.data());
-  fast::matmul_bf16(w.b.w, NH, H, x, T, beta.data());
+  sp.matmul(w.q, x, T, q.data());
+  sp.matmul(w.k, x, T, k.data());
+  sp.matmul(w.v, x, T, v.data());
+  sp.matmul(w.g, x, T, z.data());
+  sp.matmul(w.f_a, x, T, fa.data());
+  sp.matmul(w.f_b, fa.data(), T, f.data());
+  sp.matmul(w.b, x, T, beta.data());
 
   const size_t hist = size_t(K - 1) * C;
   std::vector<float> qc(C), kc(C), vc(C), y(TC), err_buf(static_cast<size_t>(D));
@@ -80,7 +80,7 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, c
       for (int j = 0; j < D; j++) o[j] = w.o_norm[size_t(j)] * (o[j] * r) * ref::sigmoid(zh[j]);
     }
   }
-  fast::matmul_bf16(w.o.w, H, C, y.data(), T, out);
+  sp.matmul(w.o, y.data(), T, out);
 }
 
 }  // namespace sluice

@@ -1,13 +1,15 @@
 // k3/layers.h — the sublayers of one K3 layer, each over a chunk of T tokens.
 //
 // Inputs and outputs are row-major [T][width] FP32 arrays. Read model.cpp
-// first: it strings these together in the order of spec §3.1.
+// first: it strings these together in the order of spec §3.1. Matrices are
+// multiplied through the spine (k3/spine.h), in the order they were bound.
 #pragma once
 #include <span>
 #include <vector>
 
 #include "checkpoint/config.h"
 #include "k3/experts.h"
+#include "k3/spine.h"
 #include "k3/state.h"
 #include "k3/weights.h"
 
@@ -17,17 +19,17 @@ namespace sluice {
 void attn_res(std::span<const float* const> sources, const float* u, int T, int H, float eps, float* out);
 
 // KDA (spec §3.3): x [T][H] normed input -> out [T][H]; advances S and the conv history.
-void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, const float* x, int T, float* out);
+void kda_forward(const ModelConfig& c, Spine& sp, const KdaWeights& w, KdaLayerState& st, const float* x, int T, float* out);
 
 // Gated NoPE MLA (spec §3.4), absorbed form: appends T positions to the cache.
-void mla_forward(const ModelConfig& c, const MlaWeights& w, MlaLayerCache& cache, const float* x, int T, float* out);
+void mla_forward(const ModelConfig& c, Spine& sp, const MlaWeights& w, MlaLayerCache& cache, const float* x, int T, float* out);
 
 // Dense SiTU FFN (spec §3.5).
-void dense_forward(const ModelConfig& c, const DenseWeights& w, const float* y, int T, float* out);
+void dense_forward(const ModelConfig& c, Spine& sp, const DenseWeights& w, const float* y, int T, float* out);
 
 // Latent MoE (spec §3.6). Routed experts come from `experts`; `chosen` gets
 // [T][top-k] expert ids in descending biased score when not null.
-void moe_forward(const ModelConfig& c, const MoeWeights& w, int layer, ExpertSource& experts, const float* y,
+void moe_forward(const ModelConfig& c, Spine& sp, const MoeWeights& w, int layer, ExpertSource& experts, const float* y,
                  int T, float* out, std::vector<int>* chosen);
 
 // Router selection for one token: the top-k ids by biased score s' = σ(logit)+bias

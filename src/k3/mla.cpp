@@ -14,22 +14,22 @@
 
 namespace sluice {
 
-void mla_forward(const ModelConfig& c, const MlaWeights& w, MlaLayerCache& cache, const float* x, int T, float* out) {
-  const int H = c.hidden_size, NH = c.num_attention_heads, NOPE = c.qk_nope_head_dim, ROPE = c.qk_rope_head_dim;
+void mla_forward(const ModelConfig& c, Spine& sp, const MlaWeights& w, MlaLayerCache& cache, const float* x, int T, float* out) {
+  const int NH = c.num_attention_heads, NOPE = c.qk_nope_head_dim, ROPE = c.qk_rope_head_dim;
   const int QH = NOPE + ROPE, VD = c.v_head_dim, KVL = c.kv_lora_rank, QL = c.q_lora_rank;
   const int KVW = KVL + ROPE;  // cache row width
   const int KVB = NOPE + VD;   // kv_b rows per head
   const float scale = 1.0f / std::sqrt(float(QH));
 
   std::vector<float> cq(size_t(T) * QL), q(size_t(T) * NH * QH), ckv(size_t(T) * KVW), gate(size_t(T) * NH * VD);
-  fast::matmul_bf16(w.q_a.w, QL, H, x, T, cq.data());
+  sp.matmul(w.q_a, x, T, cq.data());
   for (int t = 0; t < T; t++) {
     float* r = cq.data() + size_t(t) * QL;
     ref::rmsnorm(r, w.q_a_norm.data(), QL, c.mla_latent_norm_eps, r);
   }
-  fast::matmul_bf16(w.q_b.w, NH * QH, QL, cq.data(), T, q.data());
-  fast::matmul_bf16(w.kv_a.w, KVW, H, x, T, ckv.data());
-  fast::matmul_bf16(w.g.w, NH * VD, H, x, T, gate.data());
+  sp.matmul(w.q_b, cq.data(), T, q.data());
+  sp.matmul(w.kv_a, x, T, ckv.data());
+  sp.matmul(w.g, x, T, gate.data());
 
   // Append this chunk to the cache: c' = RMSNorm(c), k_pe raw.
   const int64_t base = cache.len;
@@ -42,13 +42,14 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, MlaLayerCache& cache
   }
   cache.len = base + T;
 
+  const uint16_t* kv_b = sp.whole(w.kv_b);
   std::vector<float> att(size_t(T) * NH * VD), qhat(static_cast<size_t>(KVL)), chat(static_cast<size_t>(KVL)),
       score(static_cast<size_t>(cache.len));
   for (int t = 0; t < T; t++) {
     const int64_t n = base + t + 1;  // causal: positions 0..base+t
     for (int h = 0; h < NH; h++) {
       const float* qh = q.data() + (size_t(t) * NH + h) * QH;
-      const uint16_t* Kh = w.kv_b.w + size_t(h) * KVB * KVL;        // [NOPE][KVL]
+      const uint16_t* Kh = kv_b + size_t(h) * KVB * KVL;        // [NOPE][KVL]
       const uint16_t* Uh = Kh + size_t(NOPE) * KVL;                 // [VD][KVL]
       for (int j = 0; j < KVL; j++) qhat[j] = 0.0f;
       for (int i = 0; i < NOPE; i++) {
@@ -76,7 +77,7 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, MlaLayerCache& cache
       for (int j = 0; j < VD; j++) a[j] *= ref::sigmoid(g[j]);
     }
   }
-  fast::matmul_bf16(w.o.w, H, NH * VD, att.data(), T, out);
+  sp.matmul(w.o, att.data(), T, out);
 }
 
 }  // namespace sluice

@@ -34,33 +34,34 @@ uint64_t default_ram_budget() {
 }
 
 constexpr int kMinContext = 256;
+constexpr uint64_t kRingDepth = 512ull << 20;  // the default streaming ring's largest size
 
 namespace {
 
-// Marks units resident within `room` bytes, spread evenly over the pass so that
-// computing on resident units overlaps reading streamed ones; then fills what
-// room is left, in pass order.
-std::vector<bool> choose_resident_units(const Spine& spine, uint64_t room, uint64_t* used) {
-  const int n = spine.unit_count();
+// Marks pieces resident within `room` bytes, spread evenly over the pass so
+// that computing on resident pieces overlaps reading streamed ones; then fills
+// what room is left, in pass order.
+std::vector<bool> choose_resident_pieces(const Spine& spine, uint64_t room, uint64_t* used) {
+  const int n = spine.piece_count();
   std::vector<bool> resident(size_t(n), false);
   uint64_t total = 0;
-  for (int u = 0; u < n; u++) total += spine.unit_bytes(u);
+  for (int i = 0; i < n; i++) total += spine.piece_bytes(i);
   const double share = total ? double(room) / double(total) : 0.0;
   double credit = 0;
   *used = 0;
-  for (int u = 0; u < n; u++) {
-    const uint64_t b = spine.unit_bytes(u);
+  for (int i = 0; i < n; i++) {
+    const uint64_t b = spine.piece_bytes(i);
     credit += share * double(b);
     if (credit >= double(b) && *used + b <= room) {
-      resident[size_t(u)] = true;
+      resident[size_t(i)] = true;
       *used += b;
       credit -= double(b);
     }
   }
-  for (int u = 0; u < n; u++) {
-    const uint64_t b = spine.unit_bytes(u);
-    if (!resident[size_t(u)] && *used + b <= room) {
-      resident[size_t(u)] = true;
+  for (int i = 0; i < n; i++) {
+    const uint64_t b = spine.piece_bytes(i);
+    if (!resident[size_t(i)] && *used + b <= room) {
+      resident[size_t(i)] = true;
       *used += b;
     }
   }
@@ -74,8 +75,8 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
   MemoryPlan p;
   p.budget = opt.ram_budget ? opt.ram_budget : default_ram_budget();
   p.fixed = spine.fixed_bytes() + 2ull * uint64_t(c.hidden_size) * sizeof(float);  // + final norm, u_out
-  for (int u = 0; u < spine.unit_count(); u++) p.spine_total += spine.unit_bytes(u);
-  const uint64_t ring = spine.min_ring_bytes();
+  for (int i = 0; i < spine.piece_count(); i++) p.spine_total += spine.piece_bytes(i);
+  const uint64_t min_ring = spine.min_ring_bytes();
   // Sequence state: KDA S + conv history (fixed), MLA latent cache per position.
   uint64_t kda = 0, mla_per_pos = 0;
   for (int l = 0; l < c.num_hidden_layers; l++) {
@@ -89,10 +90,10 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
   const uint64_t min_buffers = 2 * slot;
   // The minimum holds state for a short context; the full max_context is reserved when it fits.
   const uint64_t min_state = kda + mla_per_pos * uint64_t(std::min(std::max(opt.max_context, 1), kMinContext));
-  p.minimum = p.fixed + ring + min_buffers + min_state;
+  p.minimum = p.fixed + min_ring + min_buffers + min_state;
   if (p.budget < p.minimum)
     fail(ck.dir, "RAM budget of " + std::to_string(p.budget) + " bytes is below this model's working minimum of " +
-                     std::to_string(p.minimum) + " bytes (two streamed spine units, expert buffers, state for " +
+                     std::to_string(p.minimum) + " bytes (streaming ring, expert buffers, state for " +
                      std::to_string(kMinContext) + " tokens)");
   uint64_t spare = p.budget - p.minimum;
   // One layer's reads in flight at once: every expert of a layer is read in parallel.
@@ -102,11 +103,16 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
   const uint64_t fixed = p.fixed + p.state_reserve + p.expert_buffers;
   p.spine_resident = fixed + p.spine_total <= p.budget;
   if (p.spine_resident) {
-    p.resident_units.assign(size_t(spine.unit_count()), true);
+    p.resident_units.assign(size_t(spine.piece_count()), true);
     p.spine_resident_bytes = p.spine_total;
   } else {
-    p.ring = ring;
-    p.resident_units = choose_resident_units(spine, p.budget - fixed - ring, &p.spine_resident_bytes);
+    // Read-ahead depth beyond the minimum absorbs stalls in compute (a
+    // layer's expert reads, the KDA recurrence) without idling the disk; an
+    // eighth of the room, up to kRingDepth, and the rest holds spine pieces.
+    const uint64_t room = p.budget - fixed;
+    const uint64_t want = opt.spine_ring_bytes ? opt.spine_ring_bytes : std::min(room / 8, kRingDepth);
+    p.ring = std::min(std::max(want, min_ring), room);
+    p.resident_units = choose_resident_pieces(spine, p.budget - fixed - p.ring, &p.spine_resident_bytes);
   }
   p.spine_held = p.ring + p.spine_resident_bytes;
   p.expert_cache = p.budget - fixed - p.spine_held;
@@ -126,7 +132,7 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   auto m = std::make_unique<Model>();
   m->ck = open_checkpoint(dir);
   m->globals = load_global_weights(m->ck);
-  m->spine = std::make_unique<Spine>(m->ck, opt.head_chunk_bytes);
+  m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes);
   m->plan = plan_memory(m->ck, *m->spine, opt);
   SpanReaderOptions io;
   io.queue_depth = opt.queue_depth;
@@ -202,20 +208,6 @@ void score_guess(Model& m, int l, const std::vector<int>& chosen, int T) {
 
 }  // namespace
 
-// logits [n][V] = lm_head · z, one head chunk (spine unit) at a time.
-void head_logits(Model& m, const float* z, int n, float* out) {
-  const int V = m.config().vocab_size, H = m.config().hidden_size;
-  std::vector<float> part;
-  for (int k = 0; k < m.spine->head_chunks(); k++) {
-    const HeadChunk& h = m.spine->head(k);
-    const int rows = h.w.rows;
-    part.resize(size_t(n) * size_t(rows));
-    fast::matmul_bf16(h.w.w, rows, H, z, n, part.data());
-    for (int t = 0; t < n; t++)
-      std::copy_n(part.data() + size_t(t) * rows, rows, out + size_t(t) * V + h.row0);
-  }
-}
-
 void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits which, std::vector<float>* logits,
              ForwardTrace* trace) {
   const ModelConfig& c = m.config();
@@ -256,8 +248,8 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
     else mix(w.u_attn, mixed.data());
     const bool seal = l % c.attn_res_block_size == 0;
     rmsnorm_rows(mixed.data(), w.input_norm, T, H, c.rms_norm_eps, normed.data());
-    if (c.is_kda_layer(l)) kda_forward(c, w.kda, st.kda[size_t(l)], normed.data(), T, sub.data());
-    else mla_forward(c, w.mla, st.mla[size_t(l)], normed.data(), T, sub.data());
+    if (c.is_kda_layer(l)) kda_forward(c, *m.spine, w.kda, st.kda[size_t(l)], normed.data(), T, sub.data());
+    else mla_forward(c, *m.spine, w.mla, st.mla[size_t(l)], normed.data(), T, sub.data());
     if (seal) {
       blocks.push_back(P);
       P = sub;
@@ -271,11 +263,11 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
     if (c.is_moe_layer(l)) {
       hint_next_layer(m, l, normed.data(), T);
       std::vector<int> chosen;
-      moe_forward(c, f.moe, l, *m.experts, normed.data(), T, sub.data(), &chosen);
+      moe_forward(c, *m.spine, f.moe, l, *m.experts, normed.data(), T, sub.data(), &chosen);
       score_guess(m, l, chosen, T);
       if (trace) trace->experts.insert(trace->experts.end(), chosen.begin(), chosen.end());
     } else {
-      dense_forward(c, f.dense, normed.data(), T, sub.data());
+      dense_forward(c, *m.spine, f.dense, normed.data(), T, sub.data());
     }
     for (size_t i = 0; i < TH; i++) P[i] += sub[i];
     if (trace) std::copy(P.begin(), P.end(), trace->hidden.begin() + ptrdiff_t(size_t(l) * TH));
@@ -288,7 +280,7 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
   mix(m.globals.u_out, mixed.data(), first);  // only the rows whose logits are wanted
   rmsnorm_rows(mixed.data(), m.globals.final_norm, n, H, c.rms_norm_eps, normed.data());
   logits->resize(size_t(n) * V);
-  head_logits(m, normed.data(), n, logits->data());
+  m.spine->matmul(m.spine->head(), normed.data(), n, logits->data());
 }
 
 }  // namespace sluice

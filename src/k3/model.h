@@ -32,8 +32,12 @@ struct ModelOptions {
   int queue_depth = 16;
   // Read experts with plain pread and no cache (the simplest source; for comparisons).
   bool pread_experts = false;
-  // The head is a sequence of spine units of about this many bytes each.
-  uint64_t head_chunk_bytes = 64ull << 20;
+  // Spine matrices are read (resident or streamed) in pieces of whole rows of
+  // at most this many bytes; the streaming ring needs room for three.
+  uint64_t spine_chunk_bytes = 64ull << 20;
+  // The streaming ring when the spine does not fit (0: an eighth of what the
+  // budget leaves for the spine, at most 512 MiB; never below the minimum).
+  uint64_t spine_ring_bytes = 0;
 };
 
 // How the budget was spent when the model was opened. Order of claims: what
@@ -46,12 +50,12 @@ struct MemoryPlan {
   uint64_t budget = 0;
   uint64_t minimum = 0;         // the engine's working minimum for this model
   uint64_t fixed = 0;           // vectors and routers: resident whatever the budget
-  uint64_t spine_total = 0;     // all units' matrices (layers and head)
+  uint64_t spine_total = 0;     // all spine matrices (layers and head)
   uint64_t spine_resident_bytes = 0;  // of which resident
   uint64_t ring = 0;            // the streaming ring (0 when all resident)
   uint64_t spine_held = 0;      // resident units + ring
   bool spine_resident = true;   // every unit resident
-  std::vector<bool> resident_units;  // per spine unit (k3/spine.h)
+  std::vector<bool> resident_units;  // per spine piece (k3/spine.h)
   uint64_t state_reserve = 0;   // sequence state at max_context
   uint64_t expert_buffers = 0;  // in-flight expert reads that bypass the cache
   uint64_t expert_cache = 0;    // what is left for caching experts

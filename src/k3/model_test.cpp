@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
 
 #include "base/error.h"
@@ -40,11 +41,76 @@ TEST(Model, StreamedSpineIsBitIdenticalToResident) {
   }
   // A head streamed in many small chunks changes nothing either.
   ModelOptions chunks = small;
-  chunks.head_chunk_bytes = 10000;
+  chunks.spine_chunk_bytes = 10000;
   auto chunked = open_model(kFixture, chunks);
   EXPECT_EQ(run_all(*resident, toks, false), run_all(*chunked, toks, false));
   // Streaming reads every layer again for every forward call.
   EXPECT_GT(streamed->spine->bytes_read(), resident->spine->bytes_read() * 2);
+}
+
+// Between the minimum and the whole spine, the budget keeps some pieces
+// resident and streams the rest; the logits are the same bits, the bytes
+// streamed per pass are fewer the more is kept, and the kept pieces are spread
+// over the pass, not bunched at its start.
+TEST(Model, PartlyResidentSpineIsBitIdenticalAndStreamsLess) {
+  const std::vector<int> toks = {448, 259, 309, 412, 370, 399, 335, 283};
+  auto resident = open_model(kFixture);
+  const std::vector<float> want = run_all(*resident, toks, true);
+  uint64_t last_streamed = ~0ull;
+  int partly = 0;
+  for (uint64_t budget : {uint64_t(2) << 20, uint64_t(2560) << 10, uint64_t(3) << 20, uint64_t(7) << 19}) {
+    ModelOptions o;
+    o.ram_budget = budget;
+    o.spine_chunk_bytes = 16 << 10;  // many pieces, so partial residency has room to show
+    o.max_context = 256;             // little state: the budget goes to the spine
+    auto m = open_model(kFixture, o);
+    const MemoryPlan& p = m->plan;
+    ASSERT_FALSE(p.spine_resident) << budget;
+    EXPECT_LE(p.spine_resident_bytes + p.ring + p.fixed + p.state_reserve + p.expert_buffers + p.expert_cache, budget);
+    EXPECT_EQ(run_all(*m, toks, true), want) << "budget " << budget;
+    const uint64_t streamed = m->spine->streamed_bytes_per_pass(true);
+    EXPECT_LE(streamed, last_streamed) << budget;
+    last_streamed = streamed;
+    if (p.spine_resident_bytes > 0) {
+      partly++;
+      // Spread: resident pieces reach into the second half of the pass.
+      const size_t n = p.resident_units.size();
+      size_t last = 0;
+      for (size_t i = 0; i < n; i++)
+        if (p.resident_units[i]) last = i;
+      EXPECT_GT(last, n / 2) << budget;
+    }
+  }
+  EXPECT_GE(partly, 2);
+}
+
+// A shard cut short while the spine streams: the next passes fail with an
+// error naming the shard, never a hang or wrong logits.
+TEST(Model, ShardTruncatedMidRunGivesAnErrorNamingIt) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(SLUICE_BINARY).parent_path() / "model-truncate-test";
+  fs::remove_all(dir);
+  fs::copy(kFixture, dir);
+  ModelOptions o;
+  o.ram_budget = 2 << 20;  // everything streams
+  auto m = open_model(dir.string(), o);
+  Session s(*m);
+  const std::vector<int> prompt = {448, 259, 309};
+  s.prefill(prompt);
+  // The head is read on every pass; cut its shard in half.
+  const std::string shard = m->ck.shard_paths[size_t(m->ck.tensor("lm_head.weight").shard)];
+  fs::resize_file(shard, fs::file_size(shard) / 2);
+  std::string error;
+  for (int i = 0; i < 4 && error.empty(); i++) {
+    try {
+      s.step(412);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_NE(error.find(shard), std::string::npos) << error;
+  m.reset();
+  fs::remove_all(dir);
 }
 
 TEST(Model, BudgetBelowMinimumIsRefused) {

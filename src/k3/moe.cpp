@@ -23,20 +23,20 @@ namespace sluice {
 namespace {
 
 // out = down · SiTU(gate · y, up · y) for T rows.
-void situ_mlp(const ModelConfig& c, const Bf16Matrix& gate, const Bf16Matrix& up, const Bf16Matrix& down,
+void situ_mlp(const ModelConfig& c, Spine& sp, const Bf16Matrix& gate, const Bf16Matrix& up, const Bf16Matrix& down,
               const float* y, int T, float* out) {
-  const int I = gate.rows, H = gate.cols;
+  const int I = gate.rows;
   std::vector<float> g(size_t(T) * I), u(size_t(T) * I);
-  fast::matmul_bf16(gate.w, I, H, y, T, g.data());
-  fast::matmul_bf16(up.w, I, H, y, T, u.data());
+  sp.matmul(gate, y, T, g.data());
+  sp.matmul(up, y, T, u.data());
   ref::situ_glu(g.data(), u.data(), T * I, c.situ_beta, c.situ_linear_beta, g.data());
-  fast::matmul_bf16(down.w, down.rows, I, g.data(), T, out);
+  sp.matmul(down, g.data(), T, out);
 }
 
 }  // namespace
 
-void dense_forward(const ModelConfig& c, const DenseWeights& w, const float* y, int T, float* out) {
-  situ_mlp(c, w.gate, w.up, w.down, y, T, out);
+void dense_forward(const ModelConfig& c, Spine& sp, const DenseWeights& w, const float* y, int T, float* out) {
+  situ_mlp(c, sp, w.gate, w.up, w.down, y, T, out);
 }
 
 void route_token(const float* logits, const float* bias, int E, int k, float scaling, int* ids, float* weights) {
@@ -61,14 +61,14 @@ void route_token(const float* logits, const float* bias, int E, int k, float sca
   }
 }
 
-void moe_forward(const ModelConfig& c, const MoeWeights& w, int layer, ExpertSource& experts, const float* y, int T,
+void moe_forward(const ModelConfig& c, Spine& sp, const MoeWeights& w, int layer, ExpertSource& experts, const float* y, int T,
                  float* out, std::vector<int>* chosen) {
   const int H = c.hidden_size, E = c.num_experts, K = c.num_experts_per_token;
   const int LAT = c.routed_expert_hidden_size, I = c.moe_intermediate_size;
 
   // Router, selection, weights.
   std::vector<float> logits(size_t(T) * E);
-  fast::matmul_bf16(w.router.w, E, H, y, T, logits.data());
+  sp.matmul(w.router, y, T, logits.data());
   std::vector<int> ids(size_t(T) * K);
   std::vector<float> weights(size_t(T) * K);
   for (int t = 0; t < T; t++)
@@ -77,7 +77,7 @@ void moe_forward(const ModelConfig& c, const MoeWeights& w, int layer, ExpertSou
   if (chosen) *chosen = ids;
 
   std::vector<float> lat(size_t(T) * LAT);
-  fast::matmul_bf16(w.rdown.w, LAT, H, y, T, lat.data());
+  sp.matmul(w.rdown, y, T, lat.data());
 
   // Expert-major: which (token, slot) pairs each needed expert serves.
   std::map<int, std::vector<int>> users;  // expert -> t*K + slot, ascending expert id
@@ -120,11 +120,11 @@ void moe_forward(const ModelConfig& c, const MoeWeights& w, int layer, ExpertSou
     }
     ref::rmsnorm(r, w.rnorm.data(), LAT, c.rms_norm_eps, r);
   }
-  fast::matmul_bf16(w.rup.w, H, LAT, comb.data(), T, out);
+  sp.matmul(w.rup, comb.data(), T, out);
 
   if (c.num_shared_experts > 0) {
     std::vector<float> sh(size_t(T) * H);
-    situ_mlp(c, w.sh_gate, w.sh_up, w.sh_down, y, T, sh.data());
+    situ_mlp(c, sp, w.sh_gate, w.sh_up, w.sh_down, y, T, sh.data());
     for (size_t i = 0; i < sh.size(); i++) out[i] += sh[i];
   }
 }

@@ -3,117 +3,170 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "kernels/fast.h"
 
 namespace sluice {
 
-namespace {
-
-uint64_t ram_bytes(const std::vector<MatrixRef>& refs) {
-  uint64_t n = 0;
-  for (const MatrixRef& r : refs) n += SpanReader::direct_capacity(r.span.length);
-  return n;
-}
-
-uint64_t read_bytes(const std::vector<MatrixRef>& refs) {
-  uint64_t n = 0;
-  for (const MatrixRef& r : refs) n += SpanReader::direct_bytes(r.span.offset, r.span.length);
-  return n;
-}
-
-StreamItem stream_item(const std::vector<MatrixRef>& refs) {
-  StreamItem it;
-  for (const MatrixRef& r : refs) it.spans.push_back(r.span);
-  return it;
-}
-
-}  // namespace
-
-Spine::Spine(const Checkpoint& ck, uint64_t head_chunk_bytes) : ck_(ck), layers_(ck.config.num_hidden_layers) {
+Spine::Spine(const Checkpoint& ck, uint64_t chunk_bytes) : ck_(ck), layers_(ck.config.num_hidden_layers) {
   const ModelConfig& c = ck.config;
   layers_w_.resize(size_t(2 * layers_));
-  units_.resize(size_t(2 * layers_));
   for (int u = 0; u < 2 * layers_; u++) {
     UnitTensors t;
     bind_layer_part(ck, u / 2, LayerPart(u % 2), layers_w_[size_t(u)], &t);
-    units_[size_t(u)].matrices = std::move(t.matrices);
+    for (const MatrixRef& r : t.matrices) add_matrix(r, chunk_bytes, u);
     pinned_.insert(pinned_.end(), t.pinned.begin(), t.pinned.end());
     fixed_bytes_ += t.vector_bytes;
   }
-  fixed_bytes_ += ram_bytes(pinned_);
-
-  // The head in chunks of whole rows.
+  for (const MatrixRef& r : pinned_) fixed_bytes_ += SpanReader::direct_capacity(r.span.length);
   const TensorInfo& head = ck.tensor("lm_head.weight", DType::BF16, {c.vocab_size, c.hidden_size});
-  const uint64_t row_bytes = uint64_t(c.hidden_size) * 2;
-  const int64_t rows = std::max<int64_t>(1, int64_t(head_chunk_bytes / row_bytes));
-  const int64_t chunks = (c.vocab_size + rows - 1) / rows;
-  head_w_.resize(size_t(chunks));
-  for (int64_t k = 0; k < chunks; k++) {
-    HeadChunk& h = head_w_[size_t(k)];
-    h.row0 = k * rows;
-    h.w.rows = int(std::min<int64_t>(rows, c.vocab_size - h.row0));
-    h.w.cols = c.hidden_size;
-    Unit u;
-    u.matrices.push_back({&h.w, {head.shard, head.offset + uint64_t(h.row0) * row_bytes, uint64_t(h.w.rows) * row_bytes}});
-    units_.push_back(std::move(u));
-  }
+  head_.rows = c.vocab_size;
+  head_.cols = c.hidden_size;
+  add_matrix({&head_, {head.shard, head.offset, head.nbytes}, false}, chunk_bytes, 2 * layers_);
 }
 
 Spine::~Spine() = default;
 
-uint64_t Spine::unit_bytes(int u) const { return ram_bytes(units_[size_t(u)].matrices); }
+void Spine::add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit) {
+  Bf16Matrix& m = *r.view;
+  m.id = int(matrices_.size());
+  matrices_.push_back({r.view, r.span, {}});
+  const uint64_t row_bytes = uint64_t(m.cols) * 2;
+  const int64_t per_piece = r.whole_only ? m.rows : std::max<int64_t>(1, int64_t(chunk_bytes / row_bytes));
+  for (int64_t r0 = 0; r0 < m.rows; r0 += per_piece) {
+    Piece p;
+    p.matrix = m.id;
+    p.row0 = r0;
+    p.rows = int(std::min<int64_t>(per_piece, m.rows - r0));
+    p.span = {r.span.file, r.span.offset + uint64_t(r0) * row_bytes, uint64_t(p.rows) * row_bytes};
+    p.unit = unit;
+    p.head = unit == 2 * layers_;
+    matrices_.back().pieces.push_back(int(pieces_.size()));
+    pieces_.push_back(p);
+  }
+}
+
+uint64_t Spine::piece_bytes(int i) const { return SpanReader::direct_capacity(pieces_[size_t(i)].span.length); }
 
 uint64_t Spine::min_ring_bytes() const {
   std::vector<StreamItem> items;
-  for (const Unit& u : units_) items.push_back(stream_item(u.matrices));
+  for (const Piece& p : pieces_) items.push_back(StreamItem{{p.span}});
   return SpanStream::min_ring_bytes(items);
 }
 
 void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const SpanReaderOptions& io) {
-  if (resident.size() != units_.size()) fail("spine", "residency plan does not cover every unit");
+  if (resident.size() != pieces_.size()) fail("spine", "residency plan does not cover every piece");
   pinned_bytes_ = read_matrices(ck_, pinned_);
-  std::vector<MatrixRef> kept;
-  std::vector<StreamItem> items;
-  size_t required = 0;
-  for (size_t u = 0; u < units_.size(); u++) {
-    Unit& unit = units_[u];
-    unit.resident = resident[u];
-    if (unit.resident) {
-      kept.insert(kept.end(), unit.matrices.begin(), unit.matrices.end());
+  resident_read_ = 0;
+  for (const MatrixRef& r : pinned_) resident_read_ += SpanReader::direct_bytes(r.span.offset, r.span.length);
+  // Resident: a matrix all of whose pieces stay is read whole (one view, one
+  // kernel call); otherwise each resident piece is read on its own.
+  struct Read {
+    StreamSpan span;
+    std::vector<int> pieces;  // pointed at the landed bytes
+    int whole = -1;           // the matrix read whole, or -1
+  };
+  std::vector<Read> reads;
+  for (size_t i = 0; i < matrices_.size(); i++) {
+    const Matrix& mx = matrices_[i];
+    bool all = true;
+    for (int p : mx.pieces) all = all && resident[size_t(p)];
+    if (all) {
+      reads.push_back({mx.span, mx.pieces, int(i)});
       continue;
     }
-    unit.stream_item = int(items.size());
-    items.push_back(stream_item(unit.matrices));
-    if (int(u) < 2 * layers_) required++;  // layer units come first: every pass reads them
+    for (int p : mx.pieces)
+      if (resident[size_t(p)]) reads.push_back({pieces_[size_t(p)].span, {p}, -1});
   }
-  resident_bytes_ = read_matrices(ck_, kept);
-  resident_read_ = read_bytes(pinned_) + read_bytes(kept);
+  uint64_t total = 0;
+  for (const Read& r : reads) total += SpanReader::direct_capacity(r.span.length);
+  resident_bytes_ = AlignedBuffer(total ? total : 1);
+  if (!reads.empty()) {
+    SpanReader reader(ck_.shard_paths, io);
+    std::vector<uint64_t> tickets;
+    uint64_t at = 0;
+    for (const Read& r : reads) {
+      const uint64_t cap = SpanReader::direct_capacity(r.span.length);
+      tickets.push_back(reader.submit(r.span.file, r.span.offset, r.span.length,
+                                      std::span<uint8_t>(resident_bytes_.data() + at, cap)));
+      at += cap;
+      resident_read_ += SpanReader::direct_bytes(r.span.offset, r.span.length);
+    }
+    for (size_t i = 0; i < reads.size(); i++) {
+      const uint16_t* data = reinterpret_cast<const uint16_t*>(reader.wait(tickets[i]).data);
+      const Read& r = reads[i];
+      if (r.whole >= 0) matrices_[size_t(r.whole)].view->w = data;
+      for (int p : r.pieces) {
+        Piece& pc = pieces_[size_t(p)];
+        pc.resident = true;
+        pc.data = r.whole >= 0 ? data + (pc.row0 * matrices_[size_t(pc.matrix)].view->cols) : data;
+      }
+    }
+  }
+  // Streamed: the rest, in pass order; the head's pieces are the optional tail.
+  std::vector<StreamItem> items;
+  size_t required = 0;
+  for (Piece& p : pieces_) {
+    if (p.resident) continue;
+    p.item = int(items.size());
+    items.push_back(StreamItem{{p.span}});
+    if (!p.head) required++;
+  }
   if (!items.empty()) stream_ = std::make_unique<SpanStream>(ck_.shard_paths, std::move(items), required, ring_bytes, io);
 }
 
 void Spine::begin_pass(bool with_head) {
-  with_head_ = with_head;
   if (stream_) stream_->begin_pass(with_head);
 }
 
-void Spine::take(int u) {
-  Unit& unit = units_[size_t(u)];
-  if (unit.resident) return;
-  const uint8_t* const* data = stream_->acquire(size_t(unit.stream_item));
-  for (size_t j = 0; j < unit.matrices.size(); j++)
-    unit.matrices[j].view->w = reinterpret_cast<const uint16_t*>(data[j]);
+void Spine::read_pass(bool with_head, const std::function<void(int unit)>& at_unit) {
+  begin_pass(with_head);
+  int unit = -1;
+  for (const Piece& p : pieces_) {
+    if (p.head && !with_head) break;
+    for (; unit < p.unit; unit++)
+      if (at_unit) at_unit(unit + 1);
+    if (!p.resident) take(p);
+  }
+  if (stream_) stream_->release();
 }
 
-const HeadChunk& Spine::head(int k) {
-  take(2 * layers_ + k);
-  return head_w_[size_t(k)];
+const uint16_t* Spine::take(const Piece& p) {
+  if (p.resident) return p.data;
+  return reinterpret_cast<const uint16_t*>(stream_->acquire(size_t(p.item))[0]);
+}
+
+void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
+  if (m.w) {
+    fast::matmul_bf16(m.w, m.rows, m.cols, x, T, y);
+    return;
+  }
+  for (int i : matrices_.at(size_t(m.id)).pieces) {
+    const Piece& p = pieces_[size_t(i)];
+    const uint16_t* w = take(p);
+    if (T == 1) {
+      fast::matmul_bf16(w, p.rows, m.cols, x, 1, y + p.row0);
+      continue;
+    }
+    scatter_.resize(size_t(T) * size_t(p.rows));
+    fast::matmul_bf16(w, p.rows, m.cols, x, T, scatter_.data());
+    for (int t = 0; t < T; t++)
+      std::copy_n(scatter_.data() + size_t(t) * p.rows, p.rows, y + size_t(t) * m.rows + p.row0);
+  }
+}
+
+const uint16_t* Spine::whole(const Bf16Matrix& m) {
+  if (m.w) return m.w;
+  const Matrix& mx = matrices_.at(size_t(m.id));
+  if (mx.pieces.size() != 1) fail("spine", "matrix indexed whole was cut into pieces");
+  return take(pieces_[size_t(mx.pieces[0])]);
 }
 
 uint64_t Spine::bytes_read() const { return resident_read_ + (stream_ ? stream_->stats().bytes_read : 0); }
 
 uint64_t Spine::streamed_bytes_per_pass(bool with_head) const {
   uint64_t n = 0;
-  for (size_t u = 0; u < units_.size(); u++)
-    if (!units_[u].resident && (with_head || int(u) < 2 * layers_)) n += read_bytes(units_[u].matrices);
+  for (const Piece& p : pieces_)
+    if (!p.resident && (with_head || !p.head)) n += SpanReader::direct_bytes(p.span.offset, p.span.length);
   return n;
 }
 

@@ -1,24 +1,29 @@
 // k3/spine.h — the spine: every weight a forward pass reads except routed experts.
 //
-// A pass reads the spine as a fixed sequence of units:
-//   unit 2l     layer l's attention part (input norm, AttnRes query, KDA or MLA)
-//   unit 2l+1   layer l's FFN part (post norm, AttnRes query, dense FFN or MoE spine)
-//   unit 2L+k   head chunk k (rows of lm_head), only in passes that want logits
-// Each unit is resident (read once at start) or streamed: read again for every
-// pass through one ring buffer by a loader thread (store/span_stream.h) that
-// runs ahead of the computation as far as the ring allows. Which units stay is
-// the memory plan's choice (k3/model.cpp): every spine byte is used by every
-// token, so a resident spine byte saves one read per token, more than an
-// expert-cache byte ever does. Small vectors (norms, taps, gates) and the MoE
-// routers are always resident: the router of layer l+1 is what prefetch
-// lookahead runs while layer l computes.
+// A forward pass uses the spine's matrices in one fixed order: layer 0's
+// attention matrices, its FFN matrices, ..., the last layer's, then the head
+// (only in passes that want logits). Each matrix is cut into pieces of whole
+// rows, at most chunk_bytes each, and every piece is either resident (read
+// once at start) or streamed: read again on every pass through one ring buffer
+// by a loader thread (store/span_stream.h) that runs ahead of the computation
+// as far as the ring allows. Which pieces stay is the memory plan's choice
+// (k3/model.cpp): every spine byte is used by every token, so a resident spine
+// byte saves one read per token, more than an expert-cache byte ever does.
+// Small vectors (norms, taps, gates) and the MoE routers are always resident:
+// the router of layer l+1 is what prefetch lookahead runs while layer l
+// computes.
 //
-// The forward pass calls begin_pass(), then takes units in order (attention(l),
-// ffn(l), head(k)); taking a unit releases the one before, so it must be done
-// with it. Resident and streamed units give the same bytes: logits never depend
+// Matrices are used through matmul(): a resident matrix is one kernel call;
+// a streamed one is multiplied piece by piece as each lands (output rows are
+// independent, so the result is bitwise the same). A matrix the forward pass
+// indexes directly (MLA's kv_b) is never cut and is reached through whole().
+// The forward pass calls begin_pass() first and must use the matrices in bind
+// order (k3/weights.cpp); the stream throws if a piece is asked for out of
+// order. Resident and streamed pieces give the same bytes: logits never depend
 // on the plan.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -28,45 +33,47 @@
 
 namespace sluice {
 
-// Rows [row0, row0 + w.rows) of lm_head.
-struct HeadChunk {
-  Bf16Matrix w;
-  int64_t row0 = 0;
-};
-
 class Spine {
  public:
-  // Binds every unit (vectors read, matrices located; nothing big is read yet).
-  // The head is cut into chunks of about head_chunk_bytes.
-  Spine(const Checkpoint& ck, uint64_t head_chunk_bytes);
+  // Binds every layer (vectors read, matrices located; nothing big is read yet)
+  // and cuts every matrix into pieces of at most chunk_bytes.
+  Spine(const Checkpoint& ck, uint64_t chunk_bytes);
   ~Spine();
   Spine(const Spine&) = delete;
   Spine& operator=(const Spine&) = delete;
 
-  int layer_units() const { return 2 * layers_; }
-  int unit_count() const { return int(units_.size()); }
-  // RAM a unit's matrices take (aligned supersets, as read).
-  uint64_t unit_bytes(int u) const;
+  // The pieces, in pass order (the head's last).
+  int piece_count() const { return int(pieces_.size()); }
+  uint64_t piece_bytes(int i) const;  // RAM it takes (aligned superset)
   // RAM that is resident whatever the plan: vectors and routers.
   uint64_t fixed_bytes() const { return fixed_bytes_; }
-  // The smallest ring that can stream every unit.
+  // The smallest ring that streams any piece while the one before is in use.
   uint64_t min_ring_bytes() const;
 
-  // Reads the routers and the units marked resident; streams the others
-  // through a ring of ring_bytes (ignored when every unit is resident).
+  // Reads the routers and the pieces marked resident; streams the others
+  // through a ring of ring_bytes (none when every piece is resident).
   void start(const std::vector<bool>& resident, uint64_t ring_bytes, const SpanReaderOptions& io);
 
   void begin_pass(bool with_head);
-  const LayerWeights& attention(int l) { return layer_unit(2 * l); }
-  const LayerWeights& ffn(int l) { return layer_unit(2 * l + 1); }
-  int head_chunks() const { return int(units_.size()) - 2 * layers_; }
-  const HeadChunk& head(int k);
+  // A pass that only reads: takes every streamed piece in order, computes
+  // nothing (the bench's floor for a step). at_unit(u) runs as the pass
+  // reaches unit u: 2l and 2l+1 for layer l's attention and FFN parts, 2L for
+  // the head.
+  void read_pass(bool with_head, const std::function<void(int unit)>& at_unit = {});
+
+  const LayerWeights& attention(int l) const { return layers_w_[size_t(2 * l)]; }
+  const LayerWeights& ffn(int l) const { return layers_w_[size_t(2 * l + 1)]; }
+  const Bf16Matrix& head() const { return head_; }
   // Layer l's router, resident once started (MoE layers only).
-  const Bf16Matrix& router(int l) const { return layers_w_[size_t(2 * l + 1)].moe.router; }
-  const std::vector<float>& router_bias(int l) const { return layers_w_[size_t(2 * l + 1)].moe.bias; }
+  const Bf16Matrix& router(int l) const { return ffn(l).moe.router; }
+  const std::vector<float>& router_bias(int l) const { return ffn(l).moe.bias; }
+
+  // y[T][m.rows] = x[T][m.cols] · mᵀ (the kernels' matmul_bf16 contract).
+  void matmul(const Bf16Matrix& m, const float* x, int T, float* y);
+  // The bytes of a matrix bound as indexed (one piece), valid until the next piece is taken.
+  const uint16_t* whole(const Bf16Matrix& m);
 
   bool all_resident() const { return !stream_; }
-  bool unit_resident(int u) const { return units_[size_t(u)].resident; }
   // Spine matrix bytes read from files so far: at start, and streamed.
   uint64_t bytes_read() const;
   // What one pass streams (0 when all resident).
@@ -75,28 +82,37 @@ class Spine {
   SpanStreamStats stream_stats() const;
 
  private:
-  struct Unit {
-    std::vector<MatrixRef> matrices;
-    bool resident = false;
-    int stream_item = -1;  // index in the stream when streamed
+  struct Matrix {
+    Bf16Matrix* view = nullptr;
+    StreamSpan span;  // the whole tensor
+    std::vector<int> pieces;
   };
-  void take(int u);  // makes unit u's views valid
-  const LayerWeights& layer_unit(int u) {
-    take(u);
-    return layers_w_[size_t(u)];
-  }
+  struct Piece {
+    int matrix = 0;
+    int64_t row0 = 0;
+    int rows = 0;
+    StreamSpan span;
+    int unit = 0;  // 2l, 2l+1: layer l's attention / FFN part; 2L: the head
+    bool head = false;
+    bool resident = false;
+    int item = -1;                   // its index in the stream, when streamed
+    const uint16_t* data = nullptr;  // when resident
+  };
+  void add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit);
+  const uint16_t* take(const Piece& p);
 
   const Checkpoint& ck_;
   int layers_ = 0;
-  std::vector<LayerWeights> layers_w_;  // one per layer unit; never resized (views point into it)
-  std::vector<HeadChunk> head_w_;       // one per head chunk; never resized
-  std::vector<Unit> units_;
+  std::vector<LayerWeights> layers_w_;  // 2 per layer; never resized (the views point into it)
+  Bf16Matrix head_;
+  std::vector<Matrix> matrices_;        // in pass order; Bf16Matrix::id indexes it
+  std::vector<Piece> pieces_;           // in pass order
   std::vector<MatrixRef> pinned_;       // routers
   uint64_t fixed_bytes_ = 0;
   AlignedBuffer pinned_bytes_, resident_bytes_;
   uint64_t resident_read_ = 0;
   std::unique_ptr<SpanStream> stream_;
-  bool with_head_ = true;
+  std::vector<float> scatter_;  // a piece's output rows for T > 1
 };
 
 }  // namespace sluice

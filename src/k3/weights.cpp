@@ -21,12 +21,13 @@ struct Binder {
   std::string prefix;
   UnitTensors* found = nullptr;  // where located matrices and vector sizes go
 
-  void matrix(const std::string& name, int64_t rows, int64_t cols, Bf16Matrix* dst, bool pinned = false) {
+  enum Use { Multiplied, Indexed, Pinned };
+  void matrix(const std::string& name, int64_t rows, int64_t cols, Bf16Matrix* dst, Use use = Multiplied) {
     const TensorInfo& t = ck.tensor(prefix + name, DType::BF16, {rows, cols});
     dst->rows = int(rows);
     dst->cols = int(cols);
     dst->w = nullptr;
-    (pinned ? found->pinned : found->matrices).push_back({dst, {t.shard, t.offset, t.nbytes}});
+    (use == Pinned ? found->pinned : found->matrices).push_back({dst, {t.shard, t.offset, t.nbytes}, use == Indexed});
   }
 
   // A vector of `n` values (or the first n of a longer one when `prefix_of`), bf16 or f32.
@@ -82,10 +83,10 @@ void bind_attention(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
     b.matrix("self_attn.k_proj.weight", C, H, &k.k);
     b.matrix("self_attn.v_proj.weight", C, H, &k.v);
     b.matrix("self_attn.g_proj.weight", C, H, &k.g);
-    b.matrix("self_attn.o_proj.weight", H, C, &k.o);
     b.matrix("self_attn.f_a_proj.weight", D, H, &k.f_a);
     b.matrix("self_attn.f_b_proj.weight", C, D, &k.f_b);
     b.matrix("self_attn.b_proj.weight", NH, H, &k.b);
+    b.matrix("self_attn.o_proj.weight", H, C, &k.o);
     k.q_conv = b.vec("self_attn.q_conv1d.weight", C * K, {C, 1, K});
     k.k_conv = b.vec("self_attn.k_conv1d.weight", C * K, {C, 1, K});
     k.v_conv = b.vec("self_attn.v_conv1d.weight", C * K, {C, 1, K});
@@ -103,8 +104,8 @@ void bind_attention(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
     b.matrix("self_attn.q_b_proj.weight", NH * QH, c.q_lora_rank, &m.q_b);
     b.matrix("self_attn.kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_head_dim, H, &m.kv_a);
     m.kv_a_norm = b.vec("self_attn.kv_a_layernorm.weight", c.kv_lora_rank);
-    b.matrix("self_attn.kv_b_proj.weight", NH * KVB, c.kv_lora_rank, &m.kv_b);
     b.matrix("self_attn.g_proj.weight", NH * c.v_head_dim, H, &m.g);
+    b.matrix("self_attn.kv_b_proj.weight", NH * KVB, c.kv_lora_rank, &m.kv_b, Binder::Indexed);  // per-head slices
     b.matrix("self_attn.o_proj.weight", H, NH * c.v_head_dim, &m.o);
   }
 
@@ -121,7 +122,7 @@ void bind_ffn(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
   } else {
     const int64_t E = c.num_experts, Lat = c.routed_expert_hidden_size, S = c.shared_intermediate();
     MoeWeights& m = w.moe;
-    b.matrix("block_sparse_moe.gate.weight", E, H, &m.router, /*pinned=*/true);  // lookahead needs it early
+    b.matrix("block_sparse_moe.gate.weight", E, H, &m.router, Binder::Pinned);  // lookahead needs it early
     m.bias = b.vec("block_sparse_moe.gate.e_score_correction_bias", E);
     b.matrix("block_sparse_moe.routed_expert_down_proj.weight", Lat, H, &m.rdown);
     m.rnorm = b.vec("block_sparse_moe.routed_expert_norm.weight", Lat);

@@ -17,10 +17,13 @@
 
 namespace sluice {
 
-// A bf16 matrix [rows][cols] (row-major, y = W x), a view into a layer buffer.
+// A bf16 matrix [rows][cols] (row-major, y = W x). `w` is set when the whole
+// matrix is in memory; a streamed (or partly resident) one has w == nullptr and
+// is multiplied through the spine, which reads it in row chunks (k3/spine.h).
 struct Bf16Matrix {
   const uint16_t* w = nullptr;
   int rows = 0, cols = 0;
+  int id = -1;  // the spine's index for it
 };
 
 struct KdaWeights {
@@ -77,13 +80,14 @@ struct GlobalWeights {
 // once they are in memory (resident, or in the streaming ring).
 struct MatrixRef {
   Bf16Matrix* view = nullptr;
-  StreamSpan span;  // shard, offset, bytes
+  StreamSpan span;         // shard, offset, bytes
+  bool whole_only = false; // indexed directly (not only multiplied): never cut into row chunks
 };
 
 // What binding one unit found: its vectors are read and converted (FP32, kept
 // for the model's lifetime); its matrices are only located.
 struct UnitTensors {
-  std::vector<MatrixRef> matrices;  // read with the unit: resident, or streamed every pass
+  std::vector<MatrixRef> matrices;  // in the order the forward pass uses them: resident, or streamed every pass
   std::vector<MatrixRef> pinned;    // read once and kept whatever the budget (the MoE router)
   uint64_t vector_bytes = 0;        // RAM the FP32 vectors take
 };
@@ -93,7 +97,9 @@ GlobalWeights load_global_weights(const Checkpoint& ck);
 // Reads rows [first, first+count) of a bf16 [rows, cols] tensor from disk.
 void read_bf16_rows(const Checkpoint& ck, const TensorInfo& t, int64_t first, int64_t count, uint16_t* out);
 // Binds one part of layer l into `w` (in place: the views in `out` point into it).
-// Throws on any shape or dtype mismatch, naming the tensor and the shard.
+// Matrices come in the order kda.cpp / mla.cpp / moe.cpp use them (a streamed
+// spine is read in that order). Throws on any shape or dtype mismatch, naming
+// the tensor and the shard.
 void bind_layer_part(const Checkpoint& ck, int layer, LayerPart part, LayerWeights& w, UnitTensors* out);
 // Reads every matrix of `refs` with O_DIRECT into one buffer (returned) and points the views at it.
 AlignedBuffer read_matrices(const Checkpoint& ck, const std::vector<MatrixRef>& refs);

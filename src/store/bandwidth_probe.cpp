@@ -15,10 +15,6 @@
 
 namespace sluice {
 
-namespace {
-
-}  // namespace
-
 ProbeResult measure_read_ceiling(const std::vector<std::string>& files, const ProbeOptions& opt) {
   const uint64_t span = align_up(std::max<uint64_t>(opt.read_bytes, 1), kIoAlign);
   SpanReader reader(files, opt.reader);
@@ -50,37 +46,55 @@ ProbeResult measure_read_ceiling(const std::vector<std::string>& files, const Pr
     *offset = k * kIoAlign;
   };
 
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  uint64_t submitted = 0;
+  return read_spans(reader, span, [&](StreamSpan* out) {
+    if (submitted >= opt.budget_bytes || std::chrono::duration<double>(clock::now() - t0).count() >= opt.max_seconds)
+      return false;
+    random_span(&out->file, &out->offset);
+    out->length = span;
+    submitted += span;
+    return true;
+  });
+}
+
+ProbeResult read_spans(SpanReader& reader, uint64_t max_length, const std::function<bool(StreamSpan*)>& next,
+                       std::vector<AlignedBuffer>* pool) {
   // Enough spans outstanding to keep every op slot of the reader busy.
   const SpanReaderOptions& ro = reader.options();
-  uint64_t chunks_per_span = (span + ro.chunk_bytes - 1) / ro.chunk_bytes;
-  size_t slots = size_t((uint64_t(ro.queue_depth) + chunks_per_span - 1) / chunks_per_span + 1);
-  std::vector<AlignedBuffer> buffers;
-  for (size_t i = 0; i < slots; i++) buffers.emplace_back(span);
+  const uint64_t cap = SpanReader::direct_capacity(std::max<uint64_t>(max_length, 1));
+  const uint64_t chunks_per_span = (cap + ro.chunk_bytes - 1) / ro.chunk_bytes;
+  const size_t slots = size_t((uint64_t(ro.queue_depth) + chunks_per_span - 1) / chunks_per_span + 1);
+  std::vector<AlignedBuffer> own;
+  std::vector<AlignedBuffer>& buffers = pool ? *pool : own;
   std::unordered_map<uint64_t, size_t> buffer_of;  // ticket -> buffer
 
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
-  uint64_t submitted = 0;
-  auto submit_into = [&](size_t b) {
-    int file;
-    uint64_t off;
-    random_span(&file, &off);
-    buffer_of[reader.submit(file, off, span, buffers[b].bytes())] = b;
-    submitted += span;
-  };
-  for (size_t b = 0; b < slots && submitted < opt.budget_bytes; b++) submit_into(b);
-
+  const uint64_t read_before = reader.stats().bytes_read;
   ProbeResult res;
+  auto submit_into = [&](size_t b) {
+    StreamSpan s;
+    if (!next(&s)) return false;
+    if (s.length > max_length) fail(reader.path(s.file), "span longer than the probe's buffers");
+    buffer_of[reader.submit(s.file, s.offset, s.length, buffers[b].bytes())] = b;
+    return true;
+  };
+  for (size_t b = 0; b < slots; b++) {
+    if (b == buffers.size()) buffers.emplace_back(cap);
+    if (buffers[b].size() < cap) buffers[b] = AlignedBuffer(cap);
+    if (!submit_into(b)) break;
+  }
   while (reader.outstanding() > 0) {
     Completed c = reader.wait_any();
-    res.bytes += c.length;
     res.reads++;
     size_t b = buffer_of.at(c.ticket);
     buffer_of.erase(c.ticket);
-    if (submitted < opt.budget_bytes && elapsed() < opt.max_seconds) submit_into(b);
+    submit_into(b);
   }
-  res.seconds = elapsed();
+  res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  res.bytes = reader.stats().bytes_read - read_before;
   res.gbps = res.seconds > 0 ? double(res.bytes) / res.seconds / 1e9 : 0;
   res.io_uring = reader.using_io_uring();
   res.queue_depth = ro.queue_depth;

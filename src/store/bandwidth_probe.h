@@ -9,10 +9,12 @@
 // number is not a device ceiling.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "store/span_reader.h"
+#include "store/span_stream.h"
 
 namespace sluice {
 
@@ -38,6 +40,14 @@ struct ProbeResult {
 // usable size) and returns the bandwidth. Throws naming the files if none is
 // at least read_bytes long, or on any read error.
 ProbeResult measure_read_ceiling(const std::vector<std::string>& files, const ProbeOptions& options);
+
+// Reads the spans next() hands out (false: no more), in that order, as fast as
+// `reader` goes: enough buffers of max_length bytes to keep every read slot
+// busy, each reused as soon as its span has landed. The data is thrown away.
+// `pool`, when given, supplies the buffers (grown to need and kept for the next
+// call, so a timed call faults in no fresh pages).
+ProbeResult read_spans(SpanReader& reader, uint64_t max_length, const std::function<bool(StreamSpan*)>& next,
+                       std::vector<AlignedBuffer>* pool = nullptr);
 
 // Writes a file of `bytes` pseudo-random bytes for probing, with O_DIRECT where
 // the file system allows (so making it does not fill the page cache).

@@ -1,0 +1,31 @@
+// routing_trace: the router's choices re-laid token-major, exactly as the
+// forward pass made them.
+#include "engine/routing_trace.h"
+
+#include <gtest/gtest.h>
+
+namespace sluice {
+namespace {
+
+TEST(RoutingTrace, HoldsTheForwardPassChoicesTokenMajor) {
+  auto m = open_model(std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model");
+  const ModelConfig& c = m->config();
+  std::vector<int> toks;
+  for (int i = 0; i < 20; i++) toks.push_back((i * 53 + 7) % 448);
+  RoutingTrace tr = routing_trace(*m, toks, 64);
+  const int L = c.num_hidden_layers - c.first_k_dense_replace, K = c.num_experts_per_token, T = int(toks.size());
+  ASSERT_EQ(tr.tokens(), toks.size());
+  SequenceState st = SequenceState::create(c);
+  ForwardTrace ft;
+  forward(*m, st, toks, Logits::None, nullptr, &ft);
+  for (int l = 0; l < L; l++)
+    for (int t = 0; t < T; t++)
+      for (int k = 0; k < K; k++)
+        ASSERT_EQ(tr.experts[size_t((t * L + l) * K + k)], ft.experts[size_t((l * T + t) * K + k)]);
+  // Chunks start fresh sequences: the first chunk's choices do not depend on what follows.
+  RoutingTrace two = routing_trace(*m, toks, 10);
+  EXPECT_TRUE(std::equal(two.experts.begin(), two.experts.begin() + 10 * L * K, routing_trace(*m, std::span<const int>(toks).first(10), 10).experts.begin()));
+}
+
+}  // namespace
+}  // namespace sluice
