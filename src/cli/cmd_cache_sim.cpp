@@ -5,15 +5,12 @@
 // per layer, drift, next-token reuse; K3's shape by default), or with --model
 // and --text-file the model's real router choices over that text.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
-#include "base/error.h"
 #include "cli/commands.h"
+#include "cli/token_list.h"
 #include "engine/routing_trace.h"
 #include "store/expert_cache.h"
-#include "text/tokenizer.h"
 
 namespace sluice::cli {
 namespace {
@@ -28,12 +25,7 @@ struct SimArgs {
 };
 
 RoutingTrace real_trace(const SimArgs& a) {
-  std::ifstream in(a.text_file, std::ios::binary);
-  if (!in) fail(a.text_file, "cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  text::Tokenizer tok = text::Tokenizer::load(a.model);
-  std::vector<int> ids = tok.encode(ss.str(), /*allow_special=*/false);
+  std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
   auto m = open_model(a.model);
   return routing_trace(*m, ids, a.ctx);
 }

@@ -2,15 +2,11 @@
 //   sluice perplexity --model DIR --text-file F [--ctx N] [--ram-budget B]
 // Last line of stdout: "perplexity: X over N tokens".
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
-#include "base/error.h"
 #include "cli/commands.h"
 #include "cli/token_list.h"
 #include "engine/perplexity.h"
-#include "text/tokenizer.h"
 
 namespace sluice::cli {
 namespace {
@@ -21,12 +17,7 @@ struct PerplexityArgs {
 };
 
 int run_perplexity(const PerplexityArgs& a) {
-  std::ifstream in(a.text_file, std::ios::binary);
-  if (!in) fail(a.text_file, "cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  text::Tokenizer tok = text::Tokenizer::load(a.model);
-  std::vector<int> ids = tok.encode(ss.str(), /*allow_special=*/false);
+  std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
   ModelOptions opt;
   if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   auto model = open_model(a.model, opt);

@@ -1,8 +1,11 @@
 #include "cli/token_list.h"
 
 #include <cctype>
+#include <fstream>
+#include <sstream>
 
 #include "base/error.h"
+#include "text/tokenizer.h"
 
 namespace sluice::cli {
 
@@ -47,6 +50,18 @@ uint64_t parse_byte_size(const std::string& text, const std::string& flag) {
   else fail(flag, "unknown size unit in '" + text + "' (use K, M, G or T)");
   if (!(v > 0) || v * mult > 1e18) fail(flag, "size must be positive, got '" + text + "'");
   return uint64_t(v * mult);
+}
+
+}  // namespace sluice::cli
+
+namespace sluice::cli {
+
+std::vector<int> tokenize_text_file(const std::string& model_dir, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return text::Tokenizer::load(model_dir).encode(ss.str(), /*allow_special=*/false);
 }
 
 }  // namespace sluice::cli

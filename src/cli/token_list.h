@@ -17,3 +17,10 @@ namespace sluice::cli {
 uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 
 }  // namespace sluice::cli
+
+namespace sluice::cli {
+
+// The ids of a text file under the model directory's tokenizer (no specials). Throws naming the file.
+std::vector<int> tokenize_text_file(const std::string& model_dir, const std::string& path);
+
+}  // namespace sluice::cli
