@@ -103,7 +103,7 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
   const uint64_t fixed = p.fixed + p.state_reserve + p.expert_buffers;
   p.spine_resident = fixed + p.spine_total <= p.budget;
   if (p.spine_resident) {
-    p.resident_units.assign(size_t(spine.piece_count()), true);
+    p.resident_pieces.assign(size_t(spine.piece_count()), true);
     p.spine_resident_bytes = p.spine_total;
   } else {
     // Read-ahead depth beyond the minimum absorbs stalls in compute (a
@@ -112,7 +112,7 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
     const uint64_t room = p.budget - fixed;
     const uint64_t want = opt.spine_ring_bytes ? opt.spine_ring_bytes : std::min(room / 8, kRingDepth);
     p.ring = std::min(std::max(want, min_ring), room);
-    p.resident_units = choose_resident_pieces(spine, p.budget - fixed - p.ring, &p.spine_resident_bytes);
+    p.resident_pieces = choose_resident_pieces(spine, p.budget - fixed - p.ring, &p.spine_resident_bytes);
   }
   p.spine_held = p.ring + p.spine_resident_bytes;
   p.expert_cache = p.budget - fixed - p.spine_held;
@@ -136,7 +136,7 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   m->plan = plan_memory(m->ck, *m->spine, opt);
   SpanReaderOptions io;
   io.queue_depth = opt.queue_depth;
-  m->spine->start(m->plan.resident_units, m->plan.ring, io);
+  m->spine->start(m->plan.resident_pieces, m->plan.ring, io);
   if (is_stream_install(dir)) {
     m->experts = make_expert_source_for(m->ck);  // experts fetched over HTTP into the span cache
   } else if (opt.pread_experts || m->ck.config.num_experts == 0) {

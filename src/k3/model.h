@@ -55,7 +55,7 @@ struct MemoryPlan {
   uint64_t ring = 0;            // the streaming ring (0 when all resident)
   uint64_t spine_held = 0;      // resident units + ring
   bool spine_resident = true;   // every unit resident
-  std::vector<bool> resident_units;  // per spine piece (k3/spine.h)
+  std::vector<bool> resident_pieces;  // per spine piece (k3/spine.h)
   uint64_t state_reserve = 0;   // sequence state at max_context
   uint64_t expert_buffers = 0;  // in-flight expert reads that bypass the cache
   uint64_t expert_cache = 0;    // what is left for caching experts

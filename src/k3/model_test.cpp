@@ -74,10 +74,10 @@ TEST(Model, PartlyResidentSpineIsBitIdenticalAndStreamsLess) {
     if (p.spine_resident_bytes > 0) {
       partly++;
       // Spread: resident pieces reach into the second half of the pass.
-      const size_t n = p.resident_units.size();
+      const size_t n = p.resident_pieces.size();
       size_t last = 0;
       for (size_t i = 0; i < n; i++)
-        if (p.resident_units[i]) last = i;
+        if (p.resident_pieces[i]) last = i;
       EXPECT_GT(last, n / 2) << budget;
     }
   }
