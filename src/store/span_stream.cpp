@@ -60,7 +60,7 @@ SpanStream::~SpanStream() {
   thread_.join();
   if (leak_ring_) {
     // A stalled device may still write into the ring: keep it alive forever.
-    reader_.release();
+    reader_.release();  // its destructor would wait out the stall again; it is dead anyway
     new AlignedBuffer(std::move(ring_));
   }
 }
