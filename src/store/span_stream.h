@@ -85,7 +85,6 @@ class SpanStream {
   void release();
 
   SpanStreamStats stats() const;
-  size_t item_count() const { return items_.size(); }
 
  private:
   struct Entry {
