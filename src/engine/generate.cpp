@@ -98,7 +98,16 @@ GenerateResult generate(Session& s, std::span<const int> prompt, const GenerateO
   r.cached_tokens = int(reused);
   const std::vector<float>* logits = &saved_logits;
   if (reused < prompt.size()) {
-    logits = &s.prefill(prompt.subspan(reused));
+    const bool fed = s.prefill_chunked(prompt.subspan(reused), opt.prefill_chunk_tokens, [&](size_t done, size_t total) {
+      if (opt.prefill_progress) opt.prefill_progress(done, total);
+      return done == total || !cancelled();
+    });
+    if (!fed) {
+      r.finish = Finish::cancelled;
+      r.prefill_seconds = seconds_since(t0);
+      return r;
+    }
+    logits = &s.logits();
     if (cache) cache->save(s, *logits);
   }
   r.prefill_seconds = seconds_since(t0);

@@ -7,8 +7,8 @@
 // The caller sees every sampled token through one callback; text, stop
 // sequences and channels are its business (StopMatcher helps with the first).
 //
-// Cancellation is polled before the prefill and before every decode step, so a
-// cancelled generation ends within one step. The session is left holding the
+// Cancellation is polled before the prefill, between prefill chunks and before
+// every decode step, so a cancelled generation ends within one chunk or step. The session is left holding the
 // prompt and every token that was fed back (the last sampled token is not), and
 // the prefix cache gets a snapshot of the prompt end and of the final state.
 #pragma once
@@ -63,7 +63,12 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::vector<int> stop_ids;      // sampled, reported, then generation ends
   int logprobs = -1;              // -1: none; k >= 0: the sampled token's logprob and the top k
-  std::function<bool()> cancelled;  // polled before the prefill and before each step (may be empty)
+  std::function<bool()> cancelled;  // polled before the prefill, between its chunks and before each step
+  // The prompt is fed in chunks of this many tokens (bitwise the same as one
+  // chunk), so cancellation and progress reach a long prefill.
+  int prefill_chunk_tokens = 256;
+  // Called before the first prefill chunk and after each (tokens computed, to compute); may be empty.
+  std::function<void(size_t done, size_t total)> prefill_progress;
 };
 
 struct TokenEvent {

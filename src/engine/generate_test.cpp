@@ -95,6 +95,37 @@ TEST_F(Generate, StopIdVerdictAndCancellationEndIt) {
   EXPECT_TRUE(e.ids.empty());
 }
 
+TEST_F(Generate, ChunkedPrefillReportsProgressAndStopsWithinOneChunk) {
+  const std::vector<int> long_prompt = {448, 259, 309, 412, 370, 295, 448, 259, 309, 412, 370};
+  Session ref(*model);
+  std::vector<int> want = generate_greedy(ref, long_prompt, 6);
+  GenerateOptions o;
+  o.max_new_tokens = 6;
+  o.sampling.temperature = 0;
+  o.prefill_chunk_tokens = 3;
+  std::vector<size_t> seen;
+  o.prefill_progress = [&](size_t done, size_t total) {
+    EXPECT_EQ(total, long_prompt.size());
+    seen.push_back(done);
+  };
+  Session s(*model);
+  Collected got;
+  run(s, long_prompt, o, nullptr, &got);
+  EXPECT_EQ(got.ids, want);  // chunks of 3 give what one chunk gives
+  EXPECT_EQ(seen, (std::vector<size_t>{0, 3, 6, 9, 11}));
+
+  // Cancelled after the second chunk: no token, and no further chunk computed.
+  bool cancel = false;
+  o.cancelled = [&] { return cancel; };
+  o.prefill_progress = [&](size_t done, size_t) { cancel = done >= 6; };
+  Session c(*model);
+  Collected none;
+  GenerateResult r = run(c, long_prompt, o, nullptr, &none);
+  EXPECT_EQ(r.finish, Finish::cancelled);
+  EXPECT_TRUE(none.ids.empty());
+  EXPECT_EQ(c.tokens().size(), 6u);
+}
+
 TEST_F(Generate, LogprobsAreTheRawLogSoftmax) {
   Session ref(*model);
   std::vector<float> logits = ref.prefill(prompt);

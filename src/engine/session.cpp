@@ -25,6 +25,19 @@ const std::vector<float>& Session::step(int token) {
   return prefill(one);
 }
 
+bool Session::prefill_chunked(std::span<const int> tokens, int chunk, const PrefillProgress& progress) {
+  if (chunk <= 0) fail("prefill", "chunk size must be positive");
+  size_t done = 0;
+  if (progress && !progress(done, tokens.size())) return false;
+  while (done < tokens.size()) {
+    const size_t n = std::min(tokens.size() - done, size_t(chunk));
+    prefill(tokens.subspan(done, n));
+    done += n;
+    if (progress && !progress(done, tokens.size())) return done == tokens.size();
+  }
+  return true;
+}
+
 void Session::reset() {
   state_.reset();
   tokens_.clear();

@@ -6,6 +6,7 @@
 // point (the state is a value). Greedy generation lives here too; sampling
 // and stop rules are in engine/sampler.h.
 #pragma once
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -23,6 +24,15 @@ class Session {
   const std::vector<float>& prefill_all(std::span<const int> tokens);
   // Feeds one token; returns its logits [V].
   const std::vector<float>& step(int token);
+
+  // Feeds tokens in chunks of at most `chunk` (bitwise the same as one chunk:
+  // see k3/model.h), calling progress(done, total) before the first chunk and
+  // after each. When progress returns false the feed stops there and this
+  // returns false; the session then holds the chunks already fed. On true,
+  // logits() holds the last position's logits [V].
+  using PrefillProgress = std::function<bool(size_t done, size_t total)>;
+  bool prefill_chunked(std::span<const int> tokens, int chunk, const PrefillProgress& progress);
+  const std::vector<float>& logits() const { return logits_; }
 
   void reset();
   const std::vector<int>& tokens() const { return tokens_; }
