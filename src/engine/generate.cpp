@@ -100,7 +100,7 @@ GenerateResult generate(Session& s, std::span<const int> prompt, const GenerateO
   if (reused < prompt.size()) {
     const bool fed = s.prefill_chunked(prompt.subspan(reused), opt.prefill_chunk_tokens, [&](size_t done, size_t total) {
       if (opt.prefill_progress) opt.prefill_progress(done, total);
-      return done == total || !cancelled();
+      return done == 0 || done == total || !cancelled();  // polled between chunks (and before the prefill, above)
     });
     if (!fed) {
       r.finish = Finish::cancelled;
