@@ -255,7 +255,7 @@ TEST(CudaKernels, Mxfp4RejectsBadShapes) {
   Dev<uint8_t> p(4096), s(256);
   Dev<float> x(9000), y(16);
   EXPECT_THROW(cuda::matvec_mxfp4(p.p, s.p, 1, 48, x.p, y.p), std::invalid_argument);     // cols % 32
-  EXPECT_THROW(cuda::matvec_mxfp4(p.p, s.p, 1, 7200, x.p, y.p), std::invalid_argument);   // too wide
+  EXPECT_THROW(cuda::matvec_mxfp4(p.p, s.p, 1, 7200, x.p, y.p), std::invalid_argument);  // too wide
   EXPECT_THROW(cuda::matvec_mxfp4(p.p + 1, s.p, 1, 64, x.p, y.p), std::invalid_argument);  // misaligned
 }
 

@@ -3,12 +3,15 @@
 //
 // Layout of the work. A matrix row has G = cols/32 groups of 32 columns: 16
 // bytes of codes (one 128-bit load) and one E8M0 scale. A *team* of G threads
-// takes a row, thread g its group g; a block holds RS teams (RS·G <= 224
-// threads) and walks tiles of RS·R rows, each thread issuing R (4 or 8)
-// independent 128-bit loads before it uses the first. Thread g keeps its 32
-// activations in registers for as long as its block stays on one task, so
-// the only memory stream is the weights. Blocks are persistent (a few per
-// SM) and take contiguous ranges of tiles, so a block changes task rarely.
+// takes a row, thread g its group g; a block holds RS teams (RS·G <= 448
+// threads, 14 warps) and walks tiles of RS·R rows, each thread issuing R
+// (4 or 8) independent 128-bit loads before it uses the first. The current
+// matrix's activations sit in shared memory (loaded once per matrix and token
+// pass), so the only memory stream is the weights; a thread reads 8 of its
+// 32 at a time, which keeps it at 64 registers: two blocks (28 warps) per
+// SM. Partial sums go to shared memory (two buffers, one barrier per tile)
+// and warps add them. Blocks are persistent and take contiguous ranges of
+// tiles, so a block changes matrix rarely.
 //
 // The reduction order (the exactness contract; it depends only on cols):
 //   p_g = Σ_{c=0..31} d(code_c)·x_c    FMAs in column order, d = value·2^-14
@@ -45,7 +48,8 @@ namespace sluice::cuda {
 namespace {
 using namespace detail;
 
-constexpr int kMaxThreads = 224;  // RS·G: 7 warps; 3 blocks × 96 registers fit an SM
+constexpr int kMaxThreads = 448;  // RS·G: 14 warps; two blocks of 64-register threads fit an SM
+constexpr int kMaxCols = 7168;   // activations, table and partial sums fit shared memory
 constexpr int kMaxTasks = 64;     // per launch (the parameter block stays under 4 KB)
 constexpr int kLutFloats = 256 * 32 * 2;  // 64 KB
 
@@ -54,7 +58,7 @@ struct Launch {
   int ntasks, rows, cols, rs;
 };
 
-Mxfp4Tuning g_tuning{Mxfp4Decode::lookup, 8};  // the fastest measured (docs/benchmarks.md)
+Mxfp4Tuning g_tuning{Mxfp4Decode::lookup, 4};  // the fastest measured (docs/benchmarks.md)
 Mxfp4Launch g_last{};
 
 // value(code) · 2^-14
@@ -76,14 +80,23 @@ __device__ __forceinline__ void decode_bits(uint32_t w, float (&d)[8]) {
   }
 }
 
+// Activations of the current matrix (and token pass) sit in shared memory,
+// group g at float offset 36·g (4 floats of padding: the 16-byte reads of
+// consecutive threads then hit different banks); a thread reads 8 of its
+// group's 32 at a time, so few registers are live and 14-warp blocks fit
+// twice on an SM.
+constexpr int kXStride = 36;
+
 template <int kLutWords, int kTok, int kRows>
-__global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 96 : 144) mxfp4_kernel(const __grid_constant__ Launch L) {
+__global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 64 : 72)
+    mxfp4_kernel(const __grid_constant__ Launch L) {
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   float2* lut = reinterpret_cast<float2*>(smem);
-  float* red0 = smem + (kLutWords > 0 ? kLutFloats : 0);  // 2 × [tile rows][kTok][G]
-
   const int G = L.cols / 32, rs = L.rs, tid = threadIdx.x;
+  float* xs = smem + (kLutWords > 0 ? kLutFloats : 0);  // [kTok][G·kXStride]
+  float* red0 = xs + kTok * G * kXStride;                 // 2 × [tile rows][kTok][G]
+
   const int slot = tid / G, g = tid % G;
   const int lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
   const int tile_rows = rs * kRows;
@@ -94,7 +107,6 @@ __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 96 : 144)
       const uint32_t b = uint32_t(i) >> 5;
       lut[i] = make_float2(e2m1_scaled(b & 15u), e2m1_scaled(b >> 4));
     }
-    __syncthreads();
   }
   const char* lut_bytes = reinterpret_cast<const char*>(lut);
   const uint32_t lane8 = uint32_t(lane) * 8u;
@@ -102,11 +114,15 @@ __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 96 : 144)
   const int total = L.ntasks * tiles_per_task;
   const int begin = int(int64_t(total) * blockIdx.x / gridDim.x), end = int(int64_t(total) * (blockIdx.x + 1) / gridDim.x);
   const bool active = slot < rs;  // the last warp's spare lanes are not
+  const float* my_x = xs + g * kXStride;
 
-  // Row k of this thread in a tile: row0 + k·rs + slot.
-  auto load = [&](int tile, uint4 (&w)[kRows], uint32_t (&s)[kRows]) {
-    const MxTask& T = L.task[tile / tiles_per_task];
-    const int row0 = (tile % tiles_per_task) * tile_rows;
+  int x_task = -1, x_tok = -1, buf = 0;
+  int ti = begin / tiles_per_task, row0 = (begin % tiles_per_task) * tile_rows;
+  for (int tile = begin; tile < end; tile++) {
+    const MxTask& T = L.task[ti];
+    // This thread's rows of the tile: row0 + k·rs + slot.
+    uint4 w[kRows];
+    uint32_t s[kRows];
 #pragma unroll
     for (int k = 0; k < kRows; k++) {
       const int row = row0 + k * rs + slot;
@@ -117,73 +133,63 @@ __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 96 : 144)
         w[k] = make_uint4(0, 0, 0, 0), s[k] = 127;
       }
     }
-  };
-
-  // With 4 rows a thread, the next tile's loads go out before this tile's
-  // arithmetic; 8 rows do not leave the registers for a second tile.
-  constexpr bool kRegAhead = kRows == 4;
-
-  float x[kTok][32];
-  uint4 w[kRows];
-  uint32_t s[kRows];
-  if (kRegAhead && begin < end) load(begin, w, s);
-  int x_task = -1, x_tok = -1, buf = 0;
-  for (int tile = begin; tile < end; tile++) {
-    const int ti = tile / tiles_per_task;
-    const int row0 = (tile % tiles_per_task) * tile_rows;
-    const MxTask& T = L.task[ti];
-    uint4 wn[kRows];
-    uint32_t sn[kRows];
-    if (kRegAhead) {
-      if (tile + 1 < end) load(tile + 1, wn, sn);
-    } else {
-      load(tile, w, s);
-    }
     for (int tok0 = 0; tok0 < T.n; tok0 += kTok) {
       const int nt = min(kTok, T.n - tok0);
-      float* red = red0 + buf * (tile_rows * kTok * G);
-      if (active && (ti != x_task || tok0 != x_tok)) {
-#pragma unroll
-        for (int t = 0; t < kTok; t++) {
-          const float4* xs = reinterpret_cast<const float4*>(T.X + size_t(tok0 + min(t, nt - 1)) * L.cols + 32 * g);
-#pragma unroll
-          for (int v = 0; v < 8; v++) {
-            const float4 f = __ldg(xs + v);
-            x[t][4 * v] = f.x, x[t][4 * v + 1] = f.y, x[t][4 * v + 2] = f.z, x[t][4 * v + 3] = f.w;
-          }
+      if (ti != x_task || tok0 != x_tok) {
+        // Every thread is past the last tile's arithmetic (its barrier), so
+        // the activations can be replaced; the LUT is first filled here too.
+        for (int i = tid; i < kTok * L.cols / 4; i += blockDim.x) {
+          const int t = i / (L.cols / 4), c4 = i % (L.cols / 4);
+          const float4 f = __ldg(reinterpret_cast<const float4*>(T.X + size_t(tok0 + min(t, nt - 1)) * L.cols) + c4);
+          *reinterpret_cast<float4*>(xs + t * G * kXStride + (c4 / 8) * kXStride + (c4 % 8) * 4) = f;
         }
         x_task = ti, x_tok = tok0;
+        __syncthreads();
       }
+      float* red = red0 + buf * (tile_rows * kTok * G);
       if (active) {
+        float p[kRows][kTok];
 #pragma unroll
-        for (int k = 0; k < kRows; k++) {
-          float p[kTok];
+        for (int k = 0; k < kRows; k++)
 #pragma unroll
-          for (int t = 0; t < kTok; t++) p[t] = 0.0f;
-          const uint32_t words[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
+          for (int t = 0; t < kTok; t++) p[k][t] = 0.0f;
 #pragma unroll
-          for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < 4; j++) {
+          float x[kTok][8];
+#pragma unroll
+          for (int t = 0; t < kTok; t++) {
+            const float4 a = *reinterpret_cast<const float4*>(my_x + t * G * kXStride + 8 * j);
+            const float4 b = *reinterpret_cast<const float4*>(my_x + t * G * kXStride + 8 * j + 4);
+            x[t][0] = a.x, x[t][1] = a.y, x[t][2] = a.z, x[t][3] = a.w;
+            x[t][4] = b.x, x[t][5] = b.y, x[t][6] = b.z, x[t][7] = b.w;
+          }
+#pragma unroll
+          for (int k = 0; k < kRows; k++) {
+            const uint32_t word = j == 0 ? w[k].x : j == 1 ? w[k].y : j == 2 ? w[k].z : w[k].w;
             float d[8];
             if (j < kLutWords) {
 #pragma unroll
               for (int b = 0; b < 4; b++) {
                 // bytes of the offset: lane8, code byte b, 0, 0
-                const uint32_t off = __byte_perm(words[j], lane8, 0x5504u | (uint32_t(b) << 4));
+                const uint32_t off = __byte_perm(word, lane8, 0x5504u | (uint32_t(b) << 4));
                 const float2 v = *reinterpret_cast<const float2*>(lut_bytes + off);
                 d[2 * b] = v.x, d[2 * b + 1] = v.y;
               }
             } else {
-              decode_bits(words[j], d);
+              decode_bits(word, d);
             }
 #pragma unroll
             for (int i = 0; i < 8; i++)
 #pragma unroll
-              for (int t = 0; t < kTok; t++) p[t] = __fmaf_rn(d[i], x[t][8 * j + i], p[t]);
+              for (int t = 0; t < kTok; t++) p[k][t] = __fmaf_rn(d[i], x[t][i], p[k][t]);
           }
+        }
+#pragma unroll
+        for (int k = 0; k < kRows; k++) {
           const float scale = e8m0(s[k]);
 #pragma unroll
           for (int t = 0; t < kTok; t++)
-            red[((k * rs + slot) * kTok + t) * G + g] = __fmul_rn(__fmul_rn(p[t], 16384.0f), scale);
+            red[((k * rs + slot) * kTok + t) * G + g] = __fmul_rn(__fmul_rn(p[k][t], 16384.0f), scale);
         }
       }
       // One barrier per pass: the partial sums alternate between two
@@ -201,16 +207,16 @@ __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 96 : 144)
       }
       buf ^= 1;
     }
-    if (kRegAhead)
-#pragma unroll
-      for (int k = 0; k < kRows; k++) w[k] = wn[k], s[k] = sn[k];
+    row0 += tile_rows;
+    if (row0 >= L.rows) row0 = 0, ti++;
   }
 }
 
 template <int kLutWords, int kTok, int kRows>
 void launch_variant(const Launch& L, cudaStream_t stream) {
   const int G = L.cols / 32, threads = (L.rs * G + 31) / 32 * 32;  // whole warps: the reduction shuffles
-  const size_t smem = sizeof(float) * ((kLutWords > 0 ? kLutFloats : 0) + 2 * size_t(L.rs) * kRows * kTok * G);
+  const size_t smem = sizeof(float) * ((kLutWords > 0 ? kLutFloats : 0) + size_t(kTok) * G * kXStride +
+                                       2 * size_t(L.rs) * kRows * kTok * G);
   auto kernel = mxfp4_kernel<kLutWords, kTok, kRows>;
   // Occupancy per launch shape, computed once (a host-side cost otherwise
   // paid on every decode step).
@@ -264,7 +270,7 @@ const char* mxfp4_decode_name(Mxfp4Decode d) {
 }
 
 void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* stream) {
-  if (rows < 0 || cols <= 0 || cols % 32 != 0 || cols / 32 > kMaxThreads || ntasks < 0)
+  if (rows < 0 || cols <= 0 || cols % 32 != 0 || cols > kMaxCols || ntasks < 0)
     throw std::invalid_argument("cuda: mxfp4: unsupported shape " + std::to_string(rows) + "x" + std::to_string(cols));
   const int G = cols / 32;
   Launch L{};
