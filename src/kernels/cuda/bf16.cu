@@ -1,0 +1,136 @@
+// kernels/cuda/bf16.cu — bf16 matrix-vector and matrix-matrix products.
+//
+// A block of 256 threads takes 4 rows; thread j reads 16-byte chunks
+// (8 columns) j, j+256, j+512, ... of each row, up to 4 chunks per row
+// (16 loads) issued before the first is used, so one round trip to memory
+// covers up to 8192 columns and every activation chunk serves 4 rows.
+// Tokens go through in passes of up to 4, the weights loaded once per pass.
+//
+// Reduction order (depends only on cols): thread j accumulates its chunks in
+// ascending order, the 8 columns of a chunk left to right, one FMA each; a
+// xor butterfly (16, 8, 4, 2, 1) adds the lanes of each warp; the 8 warp sums
+// are added in warp order. Explicit __fmaf_rn/__fadd_rn: the per-(row,
+// token) sequence is the same for any number of tokens per pass, so
+// matmul(X)[t] is bitwise matvec(X[t]). cols % 8 != 0 takes a plain
+// per-column path with the same thread/warp structure.
+#include <algorithm>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda.h"
+
+namespace sluice::cuda {
+namespace {
+using namespace detail;
+
+constexpr int kBlockRows = 4, kThreads = 256, kWarps = kThreads / 32, kAhead = 4;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+template <int kTok>
+__global__ void __launch_bounds__(kThreads) bf16_kernel(const uint16_t* __restrict__ W, int rows, int cols,
+                                                        const float* __restrict__ X, int tok0, float* __restrict__ Y) {
+  __shared__ float part[kWarps][kBlockRows][kTok];
+  const int j = threadIdx.x, lane = j & 31, warp = j >> 5;
+  const int r0 = blockIdx.x * kBlockRows;
+  float acc[kBlockRows][kTok];
+#pragma unroll
+  for (int r = 0; r < kBlockRows; r++)
+#pragma unroll
+    for (int t = 0; t < kTok; t++) acc[r][t] = 0.0f;
+
+  if (cols % 8 == 0) {
+    const int chunks = cols / 8;
+    for (int base = 0; base < chunks; base += kThreads * kAhead) {
+      uint4 w[kAhead][kBlockRows];
+#pragma unroll
+      for (int a = 0; a < kAhead; a++) {
+        const int c = base + a * kThreads + j;
+#pragma unroll
+        for (int r = 0; r < kBlockRows; r++)
+          w[a][r] = (c < chunks && r0 + r < rows)
+                        ? __ldg(reinterpret_cast<const uint4*>(W + size_t(r0 + r) * cols) + c)
+                        : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int a = 0; a < kAhead; a++) {
+        const int c = base + a * kThreads + j;
+        if (c >= chunks) break;
+#pragma unroll
+        for (int t = 0; t < kTok; t++) {
+          const float4* xp = reinterpret_cast<const float4*>(X + size_t(tok0 + t) * cols) + 2 * c;
+          const float4 xa = __ldg(xp), xb = __ldg(xp + 1);
+          const float xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+#pragma unroll
+          for (int r = 0; r < kBlockRows; r++) {
+            const uint32_t ws[4] = {w[a][r].x, w[a][r].y, w[a][r].z, w[a][r].w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+              acc[r][t] = __fmaf_rn(bf16_lo(ws[i]), xs[2 * i], acc[r][t]);
+              acc[r][t] = __fmaf_rn(bf16_hi(ws[i]), xs[2 * i + 1], acc[r][t]);
+            }
+          }
+        }
+      }
+    }
+  } else {
+    for (int c = j; c < cols; c += kThreads) {
+#pragma unroll
+      for (int r = 0; r < kBlockRows; r++) {
+        if (r0 + r >= rows) continue;
+        const float w = __uint_as_float(uint32_t(W[size_t(r0 + r) * cols + c]) << 16);
+#pragma unroll
+        for (int t = 0; t < kTok; t++) acc[r][t] = __fmaf_rn(w, X[size_t(tok0 + t) * cols + c], acc[r][t]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kBlockRows; r++)
+#pragma unroll
+    for (int t = 0; t < kTok; t++) {
+      const float s = warp_sum(acc[r][t]);
+      if (lane == 0) part[warp][r][t] = s;
+    }
+  __syncthreads();
+  if (j < kBlockRows * kTok) {
+    const int r = j / kTok, t = j % kTok;
+    float s = part[0][r][t];
+#pragma unroll
+    for (int w = 1; w < kWarps; w++) s = __fadd_rn(s, part[w][r][t]);
+    if (r0 + r < rows) Y[size_t(tok0 + t) * rows + r0 + r] = s;
+  }
+}
+
+template <int kTok>
+void launch(const uint16_t* W, int rows, int cols, const float* X, int tok0, float* Y, cudaStream_t stream) {
+  bf16_kernel<kTok><<<(rows + kBlockRows - 1) / kBlockRows, kThreads, 0, stream>>>(W, rows, cols, X, tok0, Y);
+  check_launch("bf16 kernel launch");
+}
+
+}  // namespace
+
+void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, float* Y, void* stream) {
+  if (rows < 0 || cols <= 0 || n < 0)
+    throw std::invalid_argument("cuda: bf16: bad shape " + std::to_string(rows) + "x" + std::to_string(cols));
+  if (cols % 8 == 0 && (reinterpret_cast<uintptr_t>(W) % 16 != 0 || reinterpret_cast<uintptr_t>(X) % 16 != 0))
+    throw std::invalid_argument("cuda: bf16: weights and activations must be 16-byte aligned");
+  if (rows == 0) return;
+  const cudaStream_t s = as_stream(stream);
+  int t = 0;
+  for (; t + 4 <= n; t += 4) launch<4>(W, rows, cols, X, t, Y, s);
+  switch (n - t) {
+    case 3: launch<3>(W, rows, cols, X, t, Y, s); break;
+    case 2: launch<2>(W, rows, cols, X, t, Y, s); break;
+    case 1: launch<1>(W, rows, cols, X, t, Y, s); break;
+    default: break;
+  }
+}
+
+void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y, void* stream) {
+  matmul_bf16(W, rows, cols, x, 1, y, stream);
+}
+
+}  // namespace sluice::cuda

@@ -1,0 +1,84 @@
+// kernels/cuda/cuda.h — the CUDA kernels: the same contracts as kernels/ref.h,
+// on device memory.
+//
+// Every pointer below is a device pointer (cudaMalloc) unless it says "host";
+// every call is asynchronous on `stream` (nullptr: the legacy default stream)
+// and throws std::runtime_error ("cuda: <what>: <CUDA error>") when the
+// launch fails, std::invalid_argument on a shape the kernel cannot take.
+// Nothing here allocates device memory or synchronizes.
+//
+// Exactness: FP32 accumulation in an order that depends only on `cols`
+// (docs/kernels.md, "CUDA kernels"): never on the stream, the launch shape,
+// the number of tokens or the other tasks of a grouped call. So
+// matmul(X)[t] is bitwise matvec(X[t]), a grouped call is bitwise the same
+// calls made one by one, and the results differ from ref:: only by summation
+// order (|cuda - ref| <= 1e-5·Σ|w·x|).
+//
+// These are the bodies of the CUDA entry of the arithmetic backend's op table
+// (kernels/backend.h); cuda.h itself knows nothing of the model.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice::cuda {
+
+// Devices this process can use (0 without a driver or a GPU; never throws).
+int device_count();
+// "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)" for the current device.
+const char* device_name();
+
+// ---- bf16 weights, [rows][cols] row-major -------------------------------
+void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y, void* stream = nullptr);
+// Y[t] = W X[t] for t < n; X is [n][cols], Y is [n][rows].
+void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, float* Y,
+                 void* stream = nullptr);
+
+// ---- MXFP4 weights (spec §2.9): packed [rows][cols/2], scale [rows][cols/32]
+// `packed` must be 16-byte aligned; cols % 32 == 0 and cols <= 7168.
+void matvec_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols, const float* x, float* y,
+                  void* stream = nullptr);
+void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols, const float* X, int n,
+                  float* Y, void* stream = nullptr);
+
+// One matrix of a grouped call: Y = W X for n tokens (n = 0 is allowed).
+struct MxTask {
+  const uint8_t* packed;
+  const uint8_t* scale;
+  const float* X;  // [n][cols]
+  float* Y;        // [n][rows]
+  int n;
+};
+// Every task's matrix has the same rows × cols (one expert projection, e.g.
+// the gate of each selected expert). One launch for decode (n = 1 per task)
+// and for prefill (expert-major: the tokens routed to each expert). `tasks`
+// is a host array; the call copies it into the launch.
+void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* stream = nullptr);
+
+// How the MXFP4 kernels decode E2M1 codes (by shared-memory lookup, or by
+// integer bit placement + fp16 conversion) and how many
+// rows each thread loads ahead (4 or 8). Every setting gives the same bits;
+// only the speed differs (bench/cuda_kernels.cu measures them all). Process-
+// wide; not to be changed while another thread launches.
+enum class Mxfp4Decode { lookup, bits };
+struct Mxfp4Tuning {
+  Mxfp4Decode decode;
+  int rows_per_thread;
+};
+void set_mxfp4_tuning(Mxfp4Tuning t);
+Mxfp4Tuning mxfp4_tuning();
+const char* mxfp4_decode_name(Mxfp4Decode d);
+// The shape of the last MXFP4 launch (for the benchmark's report).
+struct Mxfp4Launch {
+  int blocks, threads, blocks_per_sm;
+  size_t smem_bytes;
+};
+Mxfp4Launch mxfp4_last_launch();
+
+// ---- element-wise and row ops --------------------------------------------
+// Y[t] = rmsnorm(X[t]; w, eps) for t < n rows of width `width` (ref::rmsnorm).
+void rmsnorm_rows(const float* X, const float* w, int n, int width, float eps, float* Y, void* stream = nullptr);
+// out[i] = ref::situ(g[i], u[i], beta, beta_lin) for i < n. out may alias g or u.
+void situ_glu(const float* g, const float* u, int64_t n, float beta, float beta_lin, float* out,
+              void* stream = nullptr);
+
+}  // namespace sluice::cuda

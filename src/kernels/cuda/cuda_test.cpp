@@ -1,0 +1,329 @@
+// The CUDA kernels against the scalar reference (kernels/ref.h) on random
+// shapes and values, plus their bitwise contracts: matmul == matvec per
+// token, grouped == one by one, every decode setting the same bits.
+// Built only with SLUICE_CUDA; ctest label "gpu"; every test skips (not
+// passes) on a machine without a usable GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "base/numeric.h"
+#include "kernels/cuda/cuda.h"
+#include "kernels/ref.h"
+
+namespace sluice {
+namespace {
+
+using Rng = std::mt19937_64;
+
+#define SKIP_WITHOUT_GPU() \
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+void ok(cudaError_t e) {
+  if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));
+}
+
+// A device copy of a host vector; poisoned (0xff bytes = NaN floats) when
+// made from a size, so an output element the kernel never writes fails.
+template <class T>
+struct Dev {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Dev(size_t count) : n(count) {
+    ok(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(T)));
+    ok(cudaMemset(p, 0xff, std::max<size_t>(1, n) * sizeof(T)));
+  }
+  explicit Dev(const std::vector<T>& v) : Dev(v.size()) {
+    ok(cudaMemcpy(p, v.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  ~Dev() { cudaFree(p); }
+  std::vector<T> get() const {
+    ok(cudaDeviceSynchronize());
+    std::vector<T> v(n);
+    ok(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+};
+
+// Restores the default MXFP4 tuning when a test ends.
+struct TuningGuard {
+  cuda::Mxfp4Tuning t = cuda::mxfp4_tuning();
+  ~TuningGuard() { cuda::set_mxfp4_tuning(t); }
+};
+
+std::vector<float> random_activations(Rng& rng, size_t n) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kind(0, 19);
+  std::vector<float> x(n);
+  for (float& v : x) {
+    switch (kind(rng)) {
+      case 0: v = 0.0f; break;
+      case 1: v = -0.0f; break;
+      case 2: v = normal(rng) * 1e3f; break;
+      case 3: v = normal(rng) * 1e-3f; break;
+      default: v = normal(rng); break;
+    }
+  }
+  return x;
+}
+
+std::vector<uint16_t> random_bf16(Rng& rng, size_t n) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exp_shift(-20, 20);
+  std::vector<uint16_t> w(n);
+  for (uint16_t& v : w) v = f32_to_bf16(std::ldexp(normal(rng), exp_shift(rng) / 4));
+  return w;
+}
+
+struct Mx {
+  std::vector<uint8_t> packed, scale;
+};
+Mx random_mxfp4(Rng& rng, int rows, int cols, int lo, int hi) {
+  std::uniform_int_distribution<int> byte(0, 255), s(lo, hi);
+  Mx m;
+  m.packed.resize(size_t(rows) * cols / 2);
+  m.scale.resize(size_t(rows) * cols / 32);
+  for (auto& b : m.packed) b = uint8_t(byte(rng));
+  for (auto& b : m.scale) b = uint8_t(s(rng));
+  return m;
+}
+
+// |got - ref| <= 1e-5·Σ|w·x| (+ subnormal steps), per output; NaN fails.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::vector<double>& abs_sum,
+                  int cols, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); i++) {
+    const double tol = 1e-5 * abs_sum[i] + 4.0 * cols * std::numeric_limits<float>::denorm_min();
+    ASSERT_LE(std::fabs(double(got[i]) - double(want[i])), tol) << what << " at " << i << ": " << got[i] << " vs " << want[i];
+  }
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<double> abs_dot_mxfp4(const Mx& m, int rows, int cols, const float* X, int n) {
+  std::vector<double> s(size_t(n) * rows);
+  std::vector<float> w(cols);
+  for (int r = 0; r < rows; r++) {
+    ref::dequant_mxfp4_row(m.packed.data(), m.scale.data(), cols, r, w.data());
+    for (int t = 0; t < n; t++)
+      for (int c = 0; c < cols; c++) s[size_t(t) * rows + r] += std::fabs(double(w[c]) * X[size_t(t) * cols + c]);
+  }
+  return s;
+}
+
+// One MXFP4 case: cuda matmul vs ref, and bitwise vs cuda matvec per token.
+void check_mxfp4(Rng& rng, int rows, int cols, int n, int lo = 110, int hi = 135) {
+  SCOPED_TRACE(testing::Message() << rows << "x" << cols << " n=" << n);
+  const Mx m = random_mxfp4(rng, rows, cols, lo, hi);
+  const std::vector<float> X = random_activations(rng, size_t(n) * cols);
+  std::vector<float> want(size_t(n) * rows);
+  ref::matmul_mxfp4(m.packed.data(), m.scale.data(), rows, cols, X.data(), n, want.data());
+  Dev<uint8_t> dp(m.packed), ds(m.scale);
+  Dev<float> dx(X), dy(size_t(n) * rows);
+  cuda::matmul_mxfp4(dp.p, ds.p, rows, cols, dx.p, n, dy.p);
+  const std::vector<float> got = dy.get();
+  expect_close(got, want, abs_dot_mxfp4(m, rows, cols, X.data(), n), cols, "mxfp4");
+  for (int t = 0; t < n; t++) {
+    Dev<float> y1(rows);
+    cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p + size_t(t) * cols, y1.p);
+    const std::vector<float> one = y1.get();
+    ASSERT_EQ(0, std::memcmp(one.data(), got.data() + size_t(t) * rows, rows * sizeof(float))) << "token " << t;
+  }
+}
+
+TEST(CudaKernels, Mxfp4RandomShapesMatchRef) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(16);
+  std::uniform_int_distribution<int> rows(1, 150), groups(1, 40), tokens(1, 5);
+  for (int i = 0; i < 12; i++) check_mxfp4(rng, rows(rng), 32 * groups(rng), tokens(rng));
+  check_mxfp4(rng, 3, 7168, 2);  // the widest row a team takes
+}
+
+TEST(CudaKernels, Mxfp4AtK3ExpertShapes) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(3584);
+  check_mxfp4(rng, 3072, 3584, 1);  // w1, w3: latent 3584 -> 3072
+  check_mxfp4(rng, 3584, 3072, 3);  // w2: 3072 -> latent 3584, a few prefill tokens
+}
+
+TEST(CudaKernels, Mxfp4ExtremeScales) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(7);
+  check_mxfp4(rng, 37, 256, 2, 0, 40);     // down to the subnormal 2^-127
+  check_mxfp4(rng, 37, 256, 2, 200, 230);  // large, finite
+}
+
+// One-hot x: y[r] is exactly value(code)·2^(s-127) for every code and every
+// scale 0..254, including the subnormal s = 0 and overflow to inf at the top.
+TEST(CudaKernels, Mxfp4DecodesEveryCodeAndScaleExactly) {
+  SKIP_WITHOUT_GPU();
+  TuningGuard guard;
+  const int rows = 255 * 16, cols = 64;
+  Mx m;
+  m.packed.assign(size_t(rows) * cols / 2, 0);
+  m.scale.assign(size_t(rows) * cols / 32, 0);
+  for (int s = 0; s < 255; s++)
+    for (int code = 0; code < 16; code++) {
+      const int r = s * 16 + code;
+      for (int c = 0; c < cols; c += 2) m.packed[size_t(r) * cols / 2 + c / 2] = uint8_t(code | (code << 4));
+      m.scale[size_t(r) * 2] = m.scale[size_t(r) * 2 + 1] = uint8_t(s);
+    }
+  Dev<uint8_t> dp(m.packed), ds(m.scale);
+  for (int hot : {0, 1, 31, 32, 63})
+    for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits}) {
+      cuda::set_mxfp4_tuning({dec, 4});
+      std::vector<float> x(cols, 0.0f);
+      x[hot] = 1.0f;
+      Dev<float> dx(x), dy(rows);
+      cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p, dy.p);
+      const std::vector<float> y = dy.get();
+      for (int s = 0; s < 255; s++)
+        for (int code = 0; code < 16; code++) {
+          const float want = kE2M1[code] * e8m0_to_f32(uint8_t(s));
+          const float got = y[size_t(s) * 16 + code];
+          ASSERT_TRUE(got == want)  // ±0 alike: ref sums from +0 too
+              << "code " << code << " s " << s << " hot " << hot << " " << cuda::mxfp4_decode_name(dec) << ": " << got
+              << " vs " << want;
+        }
+    }
+}
+
+TEST(CudaKernels, Mxfp4EveryTuningGivesTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  TuningGuard guard;
+  Rng rng(11);
+  const int rows = 333, cols = 3584, n = 3;
+  const Mx m = random_mxfp4(rng, rows, cols, 100, 140);
+  const std::vector<float> X = random_activations(rng, size_t(n) * cols);
+  Dev<uint8_t> dp(m.packed), ds(m.scale);
+  Dev<float> dx(X);
+  std::vector<float> first;
+  for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits})
+    for (int rpt : {4, 8}) {
+      cuda::set_mxfp4_tuning({dec, rpt});
+      Dev<float> dy(size_t(n) * rows);
+      cuda::matmul_mxfp4(dp.p, ds.p, rows, cols, dx.p, n, dy.p);
+      const std::vector<float> y = dy.get();
+      if (first.empty())
+        first = y;
+      else
+        ASSERT_TRUE(bitwise_equal(first, y)) << cuda::mxfp4_decode_name(dec) << " rows/thread " << rpt;
+    }
+  EXPECT_THROW(cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::bits, 5}), std::invalid_argument);
+}
+
+// A grouped call (different experts, different token counts, some empty) is
+// bitwise the same calls made one by one.
+TEST(CudaKernels, GroupedMxfp4IsBitwiseOneByOne) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(12);
+  const int rows = 96, cols = 224, ntasks = 70;  // > one launch's 64 tasks
+  std::vector<std::unique_ptr<Dev<uint8_t>>> P, S;
+  std::vector<std::unique_ptr<Dev<float>>> Xs, Ys;
+  std::vector<cuda::MxTask> tasks;
+  std::uniform_int_distribution<int> tokens(0, 4);
+  for (int e = 0; e < ntasks; e++) {
+    const Mx m = random_mxfp4(rng, rows, cols, 115, 130);
+    const int n = tokens(rng);
+    P.push_back(std::make_unique<Dev<uint8_t>>(m.packed));
+    S.push_back(std::make_unique<Dev<uint8_t>>(m.scale));
+    Xs.push_back(std::make_unique<Dev<float>>(random_activations(rng, size_t(n) * cols)));
+    Ys.push_back(std::make_unique<Dev<float>>(size_t(n) * rows));
+    tasks.push_back({P.back()->p, S.back()->p, Xs.back()->p, Ys.back()->p, n});
+  }
+  cuda::grouped_mxfp4(tasks.data(), ntasks, rows, cols);
+  for (int e = 0; e < ntasks; e++) {
+    const std::vector<float> grouped = Ys[e]->get();
+    Dev<float> y(grouped.size());
+    cuda::matmul_mxfp4(P[e]->p, S[e]->p, rows, cols, Xs[e]->p, tasks[e].n, y.p);
+    ASSERT_TRUE(bitwise_equal(grouped, y.get())) << "task " << e;
+  }
+}
+
+TEST(CudaKernels, Mxfp4RejectsBadShapes) {
+  SKIP_WITHOUT_GPU();
+  Dev<uint8_t> p(4096), s(256);
+  Dev<float> x(9000), y(16);
+  EXPECT_THROW(cuda::matvec_mxfp4(p.p, s.p, 1, 48, x.p, y.p), std::invalid_argument);     // cols % 32
+  EXPECT_THROW(cuda::matvec_mxfp4(p.p, s.p, 1, 7200, x.p, y.p), std::invalid_argument);  // too wide
+  EXPECT_THROW(cuda::matvec_mxfp4(p.p + 1, s.p, 1, 64, x.p, y.p), std::invalid_argument);  // misaligned
+}
+
+void check_bf16(Rng& rng, int rows, int cols, int n) {
+  SCOPED_TRACE(testing::Message() << rows << "x" << cols << " n=" << n);
+  const std::vector<uint16_t> W = random_bf16(rng, size_t(rows) * cols);
+  const std::vector<float> X = random_activations(rng, size_t(n) * cols);
+  std::vector<float> want(size_t(n) * rows);
+  ref::matmul_bf16(W.data(), rows, cols, X.data(), n, want.data());
+  std::vector<double> abs_sum(want.size());
+  for (int t = 0; t < n; t++)
+    for (int r = 0; r < rows; r++)
+      for (int c = 0; c < cols; c++)
+        abs_sum[size_t(t) * rows + r] += std::fabs(double(bf16_to_f32(W[size_t(r) * cols + c])) * X[size_t(t) * cols + c]);
+  Dev<uint16_t> dw(W);
+  Dev<float> dx(X), dy(want.size());
+  cuda::matmul_bf16(dw.p, rows, cols, dx.p, n, dy.p);
+  const std::vector<float> got = dy.get();
+  expect_close(got, want, abs_sum, cols, "bf16");
+  for (int t = 0; t < n; t++) {
+    Dev<float> y1(rows);
+    cuda::matvec_bf16(dw.p, rows, cols, dx.p + size_t(t) * cols, y1.p);
+    ASSERT_EQ(0, std::memcmp(y1.get().data(), got.data() + size_t(t) * rows, rows * sizeof(float))) << "token " << t;
+  }
+}
+
+TEST(CudaKernels, Bf16RandomShapesMatchRef) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(5);
+  std::uniform_int_distribution<int> rows(1, 200), cols(1, 1500), tokens(1, 9);
+  for (int i = 0; i < 12; i++) check_bf16(rng, rows(rng), cols(rng), tokens(rng));  // odd widths too
+  check_bf16(rng, 64, 7168, 5);
+  check_bf16(rng, 3584, 7168, 1);  // routed_expert_down_proj
+}
+
+TEST(CudaKernels, RmsnormRowsMatchRef) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(9);
+  for (int width : {1, 7, 256, 1000, 7168}) {
+    const int n = 5;
+    const std::vector<float> X = random_activations(rng, size_t(n) * width);
+    std::vector<float> w = random_activations(rng, width), want(X.size());
+    for (int t = 0; t < n; t++) ref::rmsnorm(X.data() + size_t(t) * width, w.data(), width, 1e-6f, want.data() + size_t(t) * width);
+    Dev<float> dx(X), dw(w), dy(X.size());
+    cuda::rmsnorm_rows(dx.p, dw.p, n, width, 1e-6f, dy.p);
+    const std::vector<float> got = dy.get();
+    for (size_t i = 0; i < got.size(); i++)
+      ASSERT_NEAR(got[i], want[i], 2e-5 * std::fabs(want[i]) + 1e-30) << "width " << width << " at " << i;
+  }
+}
+
+TEST(CudaKernels, SituGluMatchesRef) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(10);
+  const int n = 100000;
+  const std::vector<float> g = random_activations(rng, n), u = random_activations(rng, n);
+  std::vector<float> want(n);
+  ref::situ_glu(g.data(), u.data(), n, 4.0f, 6.0f, want.data());
+  Dev<float> dg(g), du(u);
+  cuda::situ_glu(dg.p, du.p, n, 4.0f, 6.0f, dg.p);  // in place, as the model calls it
+  const std::vector<float> got = dg.get();
+  for (int i = 0; i < n; i++) ASSERT_NEAR(got[i], want[i], 2e-6 * std::fabs(want[i]) + 1e-37) << i;
+}
+
+TEST(CudaKernels, DeviceIsNamed) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_NE(std::string(cuda::device_name()).find("sm_"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,312 @@
+// kernels/cuda/mxfp4.cu — MXFP4 matrix products (decode GEMV, grouped
+// expert-major GEMM for prefill) with FP32 accumulation in a fixed order.
+//
+// Layout of the work. A matrix row has G = cols/32 groups of 32 columns: 16
+// bytes of codes (one 128-bit load) and one E8M0 scale. A *team* of G threads
+// takes a row, thread g its group g; a block holds RS teams (RS·G <= 448
+// threads, 14 warps) and walks tiles of RS·R rows, each thread issuing R
+// (4 or 8) independent 128-bit loads before it uses the first. The current
+// matrix's activations sit in shared memory (loaded once per matrix and token
+// pass), so the only memory stream is the weights; a thread reads 8 of its
+// 32 at a time, which keeps it at 64 registers: two blocks (28 warps) per
+// SM. Partial sums go to shared memory (two buffers, one barrier per tile)
+// and warps add them. Blocks are persistent and take contiguous ranges of
+// tiles, so a block changes matrix rarely.
+//
+// The reduction order (the exactness contract; it depends only on cols):
+//   p_g = Σ_{c=0..31} d(code_c)·x_c    FMAs in column order, d = value·2^-14
+//   q_g = (p_g · 2^14) · 2^(s_g-127)    two exact power-of-two multiplies
+//   lane l of a warp sums q_l, q_{l+32}, q_{l+64}, ... left to right, then a
+//   xor butterfly (16, 8, 4, 2, 1) adds the lanes; lane 0's sum is y.
+// Every multiply by a power of two is exact (outside overflow/underflow of
+// the extreme E8M0 scales, as on the CPU), so the only roundings are the FMAs
+// and the adds. Explicit __fmaf_rn/__fadd_rn keep the compiler from
+// contracting or reordering differently in different instantiations: the
+// per-(row, token) sequence is the same for 1 or 2 tokens per pass, so
+// matmul(X)[t] is bitwise matvec(X[t]).
+//
+// Decoding (the hard part: at 4.8 TB/s an H200 must turn ~9.6 G codes per
+// millisecond into floats, ~2 instructions per code at most, while integer
+// instructions issue at half the FP32 rate). Two ways, same bits:
+//  - lookup: a shared-memory table maps a byte (two codes) to a float2, one
+//    copy per lane (entry e, lane l at byte 256·e + 8·l: 64 KB), so a warp
+//    never has a bank conflict, and one byte_perm (PRMT) builds the address —
+//    the code byte as bits 8-15, the lane's 8·l as bits 0-7. Per two codes:
+//    one PRMT, one LDS.64, two FFMAs.
+//  - bits: a code s|e1e0m placed as fp16 bits s<<15 | e1e0m<<9 *is* the E2M1
+//    value times 2^-14 (also for the subnormal 0.5), so two shifts and two
+//    masks make a half2 of two codes, and the fp16->fp32 conversion is exact
+//    (more integer work than the lookup: kept as the table-free fallback).
+// That is why d carries the 2^-14: both ways produce identical floats.
+#include <algorithm>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda.h"
+
+namespace sluice::cuda {
+namespace {
+using namespace detail;
+
+constexpr int kMaxThreads = 448;  // RS·G: 14 warps; two blocks of 64-register threads fit an SM
+constexpr int kMaxCols = 7168;   // activations, table and partial sums fit shared memory
+constexpr int kMaxTasks = 64;     // per launch (the parameter block stays under 4 KB)
+constexpr int kLutFloats = 256 * 32 * 2;  // 64 KB
+
+struct Launch {
+  MxTask task[kMaxTasks];
+  int ntasks, rows, cols, rs;
+};
+
+Mxfp4Tuning g_tuning{Mxfp4Decode::lookup, 4};  // the fastest measured (docs/benchmarks.md)
+Mxfp4Launch g_last{};
+
+// value(code) · 2^-14
+__device__ __forceinline__ float e2m1_scaled(uint32_t code) {
+  const uint32_t h = ((code & 8u) << 12) | ((code & 7u) << 9);
+  return __half2float(__ushort_as_half(uint16_t(h)));
+}
+
+// Eight codes of one 32-bit word (column 8j+i is nibble i) -> d[i].
+__device__ __forceinline__ void decode_bits(uint32_t w, float (&d)[8]) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    // Nibble i to bits 12-15, nibble i+4 to bits 28-31; sign stays, e1e0m moves to 9-11.
+    const uint32_t a = w << (12 - 4 * i);
+    const uint32_t h = (a & 0x80008000u) | ((a >> 3) & 0x0e000e00u);
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    d[i] = f.x;
+    d[i + 4] = f.y;
+  }
+}
+
+// Activations of the current matrix (and token pass) sit in shared memory,
+// group g at float offset 36·g (4 floats of padding: the 16-byte reads of
+// consecutive threads then hit different banks); a thread reads 8 of its
+// group's 32 at a time, so few registers are live and 14-warp blocks fit
+// twice on an SM.
+constexpr int kXStride = 36;
+
+template <int kLutWords, int kTok, int kRows>
+__global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 64 : 72)
+    mxfp4_kernel(const __grid_constant__ Launch L) {
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float2* lut = reinterpret_cast<float2*>(smem);
+  const int G = L.cols / 32, rs = L.rs, tid = threadIdx.x;
+  float* xs = smem + (kLutWords > 0 ? kLutFloats : 0);  // [kTok][G·kXStride]
+  float* red0 = xs + kTok * G * kXStride;                 // 2 × [tile rows][kTok][G]
+
+  const int slot = tid / G, g = tid % G;
+  const int lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
+  const int tile_rows = rs * kRows;
+  const int tiles_per_task = (L.rows + tile_rows - 1) / tile_rows;
+
+  if (kLutWords > 0) {
+    for (int i = tid; i < 256 * 32; i += blockDim.x) {
+      const uint32_t b = uint32_t(i) >> 5;
+      lut[i] = make_float2(e2m1_scaled(b & 15u), e2m1_scaled(b >> 4));
+    }
+  }
+  const char* lut_bytes = reinterpret_cast<const char*>(lut);
+  const uint32_t lane8 = uint32_t(lane) * 8u;
+
+  const int total = L.ntasks * tiles_per_task;
+  const int begin = int(int64_t(total) * blockIdx.x / gridDim.x), end = int(int64_t(total) * (blockIdx.x + 1) / gridDim.x);
+  const bool active = slot < rs;  // the last warp's spare lanes are not
+  const float* my_x = xs + g * kXStride;
+
+  int x_task = -1, x_tok = -1, buf = 0;
+  int ti = begin / tiles_per_task, row0 = (begin % tiles_per_task) * tile_rows;
+  for (int tile = begin; tile < end; tile++) {
+    const MxTask& T = L.task[ti];
+    // This thread's rows of the tile: row0 + k·rs + slot.
+    uint4 w[kRows];
+    uint32_t s[kRows];
+#pragma unroll
+    for (int k = 0; k < kRows; k++) {
+      const int row = row0 + k * rs + slot;
+      if (active && row < L.rows) {
+        w[k] = __ldg(reinterpret_cast<const uint4*>(T.packed + size_t(row) * (L.cols / 2)) + g);
+        s[k] = __ldg(T.scale + size_t(row) * G + g);
+      } else {
+        w[k] = make_uint4(0, 0, 0, 0), s[k] = 127;
+      }
+    }
+    for (int tok0 = 0; tok0 < T.n; tok0 += kTok) {
+      const int nt = min(kTok, T.n - tok0);
+      if (ti != x_task || tok0 != x_tok) {
+        // Every thread is past the last tile's arithmetic (its barrier), so
+        // the activations can be replaced; the LUT is first filled here too.
+        for (int i = tid; i < kTok * L.cols / 4; i += blockDim.x) {
+          const int t = i / (L.cols / 4), c4 = i % (L.cols / 4);
+          const float4 f = __ldg(reinterpret_cast<const float4*>(T.X + size_t(tok0 + min(t, nt - 1)) * L.cols) + c4);
+          *reinterpret_cast<float4*>(xs + t * G * kXStride + (c4 / 8) * kXStride + (c4 % 8) * 4) = f;
+        }
+        x_task = ti, x_tok = tok0;
+        __syncthreads();
+      }
+      float* red = red0 + buf * (tile_rows * kTok * G);
+      if (active) {
+        float p[kRows][kTok];
+#pragma unroll
+        for (int k = 0; k < kRows; k++)
+#pragma unroll
+          for (int t = 0; t < kTok; t++) p[k][t] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          float x[kTok][8];
+#pragma unroll
+          for (int t = 0; t < kTok; t++) {
+            const float4 a = *reinterpret_cast<const float4*>(my_x + t * G * kXStride + 8 * j);
+            const float4 b = *reinterpret_cast<const float4*>(my_x + t * G * kXStride + 8 * j + 4);
+            x[t][0] = a.x, x[t][1] = a.y, x[t][2] = a.z, x[t][3] = a.w;
+            x[t][4] = b.x, x[t][5] = b.y, x[t][6] = b.z, x[t][7] = b.w;
+          }
+#pragma unroll
+          for (int k = 0; k < kRows; k++) {
+            const uint32_t word = j == 0 ? w[k].x : j == 1 ? w[k].y : j == 2 ? w[k].z : w[k].w;
+            float d[8];
+            if (j < kLutWords) {
+#pragma unroll
+              for (int b = 0; b < 4; b++) {
+                // bytes of the offset: lane8, code byte b, 0, 0
+                const uint32_t off = __byte_perm(word, lane8, 0x5504u | (uint32_t(b) << 4));
+                const float2 v = *reinterpret_cast<const float2*>(lut_bytes + off);
+                d[2 * b] = v.x, d[2 * b + 1] = v.y;
+              }
+            } else {
+              decode_bits(word, d);
+            }
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+              for (int t = 0; t < kTok; t++) p[k][t] = __fmaf_rn(d[i], x[t][i], p[k][t]);
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < kRows; k++) {
+          const float scale = e8m0(s[k]);
+#pragma unroll
+          for (int t = 0; t < kTok; t++)
+            red[((k * rs + slot) * kTok + t) * G + g] = __fmul_rn(__fmul_rn(p[k][t], 16384.0f), scale);
+        }
+      }
+      // One barrier per pass: the partial sums alternate between two
+      // buffers, and a buffer is written again only after the next barrier,
+      // which every reader of it has passed.
+      __syncthreads();
+      for (int rr = warp; rr < tile_rows * kTok; rr += nwarps) {
+        const int lr = rr / kTok, t = rr % kTok, row = row0 + lr;
+        const float* q = red + size_t(rr) * G;
+        float sum = 0.0f;
+        for (int i = lane; i < G; i += 32) sum = __fadd_rn(sum, q[i]);
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, off));
+        if (lane == 0 && row < L.rows && t < nt) T.Y[size_t(tok0 + t) * L.rows + row] = sum;
+      }
+      buf ^= 1;
+    }
+    row0 += tile_rows;
+    if (row0 >= L.rows) row0 = 0, ti++;
+  }
+}
+
+template <int kLutWords, int kTok, int kRows>
+void launch_variant(const Launch& L, cudaStream_t stream) {
+  const int G = L.cols / 32, threads = (L.rs * G + 31) / 32 * 32;  // whole warps: the reduction shuffles
+  const size_t smem = sizeof(float) * ((kLutWords > 0 ? kLutFloats : 0) + size_t(kTok) * G * kXStride +
+                                       2 * size_t(L.rs) * kRows * kTok * G);
+  auto kernel = mxfp4_kernel<kLutWords, kTok, kRows>;
+  // Occupancy per launch shape, computed once (a host-side cost otherwise
+  // paid on every decode step).
+  static thread_local int last_dev = -1, last_threads = 0, last_per_sm = 0, last_sms = 0;
+  static thread_local size_t last_smem = 0;
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev != last_dev || threads != last_threads || smem != last_smem) {
+    if (smem > 48 * 1024)
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "smem attribute");
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&last_per_sm, kernel, threads, smem), "occupancy");
+    last_sms = sm_count();
+    last_dev = dev, last_threads = threads, last_smem = smem;
+  }
+  const int tile_rows = L.rs * kRows;
+  const int64_t tiles = int64_t(L.ntasks) * ((L.rows + tile_rows - 1) / tile_rows);
+  const int blocks = int(std::min<int64_t>(tiles, int64_t(std::max(last_per_sm, 1)) * last_sms));
+  g_last = {blocks, threads, last_per_sm, smem};
+  kernel<<<blocks, threads, smem, stream>>>(L);
+  check_launch("mxfp4 kernel launch");
+}
+
+template <int kTok, int kRows>
+void launch_rows(const Launch& L, cudaStream_t stream) {
+  switch (g_tuning.decode) {
+    case Mxfp4Decode::lookup: return launch_variant<4, kTok, kRows>(L, stream);
+    case Mxfp4Decode::bits: return launch_variant<0, kTok, kRows>(L, stream);
+  }
+}
+
+template <int kTok>
+void launch_tok(const Launch& L, cudaStream_t stream) {
+  if (g_tuning.rows_per_thread == 8) return launch_rows<kTok, 8>(L, stream);
+  launch_rows<kTok, 4>(L, stream);
+}
+
+}  // namespace
+
+void set_mxfp4_tuning(Mxfp4Tuning t) {
+  if (t.rows_per_thread != 4 && t.rows_per_thread != 8) throw std::invalid_argument("cuda: mxfp4: rows_per_thread must be 4 or 8");
+  g_tuning = t;
+}
+Mxfp4Tuning mxfp4_tuning() { return g_tuning; }
+Mxfp4Launch mxfp4_last_launch() { return g_last; }
+const char* mxfp4_decode_name(Mxfp4Decode d) {
+  switch (d) {
+    case Mxfp4Decode::lookup: return "lookup";
+    case Mxfp4Decode::bits: return "bits";
+  }
+  return "?";
+}
+
+void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* stream) {
+  if (rows < 0 || cols <= 0 || cols % 32 != 0 || cols > kMaxCols || ntasks < 0)
+    throw std::invalid_argument("cuda: mxfp4: unsupported shape " + std::to_string(rows) + "x" + std::to_string(cols));
+  const int G = cols / 32;
+  Launch L{};
+  L.rows = rows, L.cols = cols, L.rs = std::max(1, kMaxThreads / G);
+  int max_n = 0;
+  for (int base = 0; base < ntasks; base += kMaxTasks) {
+    L.ntasks = 0;
+    for (int i = base; i < std::min(ntasks, base + kMaxTasks); i++) {
+      const MxTask& t = tasks[i];
+      if (t.n < 0) throw std::invalid_argument("cuda: mxfp4: negative token count");
+      if (t.n == 0 || rows == 0) continue;
+      if (reinterpret_cast<uintptr_t>(t.packed) % 16 != 0 || reinterpret_cast<uintptr_t>(t.X) % 16 != 0)
+        throw std::invalid_argument("cuda: mxfp4: packed weights and activations must be 16-byte aligned");
+      L.task[L.ntasks++] = t;
+      max_n = std::max(max_n, t.n);
+    }
+    if (L.ntasks == 0) continue;
+    // Two tokens per pass when any task has several (prefill); the order per
+    // (row, token) is the same either way.
+    if (max_n > 1)
+      launch_tok<2>(L, as_stream(stream));
+    else
+      launch_tok<1>(L, as_stream(stream));
+  }
+}
+
+void matvec_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols, const float* x, float* y,
+                  void* stream) {
+  const MxTask t{packed, scale, x, y, 1};
+  grouped_mxfp4(&t, 1, rows, cols, stream);
+}
+
+void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols, const float* X, int n,
+                  float* Y, void* stream) {
+  const MxTask t{packed, scale, X, Y, n};
+  grouped_mxfp4(&t, 1, rows, cols, stream);
+}
+
+}  // namespace sluice::cuda
