@@ -9,7 +9,7 @@
 
 #include "base/error.h"
 #include "engine/session.h"
-#include "store/bandwidth_probe.h"
+#include "io/bandwidth_probe.h"
 
 namespace sluice {
 

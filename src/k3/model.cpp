@@ -21,9 +21,9 @@
 #include "k3/layers.h"
 #include "kernels/fast.h"
 #include "kernels/ref.h"
-#include "store/http_experts.h"
-#include "store/span_reader.h"
-#include "store/setup_manifest.h"
+#include "hub/http_experts.h"
+#include "io/span_reader.h"
+#include "hub/setup_manifest.h"
 
 namespace sluice {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
-#include "k3/experts.h"
+#include "io/expert_source.h"
 #include "k3/spine.h"
 #include "k3/state.h"
 #include "k3/weights.h"
