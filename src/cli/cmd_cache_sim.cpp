@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/token_list.h"
 #include "engine/routing_trace.h"
+#include "hub/http_experts.h"
 #include "io/expert_cache.h"
 
 namespace sluice::cli {
@@ -26,7 +27,9 @@ struct SimArgs {
 
 RoutingTrace real_trace(const SimArgs& a) {
   std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
-  auto m = open_model(a.model);
+  ModelOptions opt;
+  opt.miss_filler = stream_miss_filler(a.model);
+  auto m = open_model(a.model, opt);
   return routing_trace(*m, ids, a.ctx);
 }
 

@@ -270,16 +270,19 @@ std::unique_ptr<ExpertSource> make_http_expert_source(const Checkpoint& ck, cons
   return std::make_unique<HttpExperts>(ck, config);
 }
 
-std::unique_ptr<ExpertSource> make_expert_source_for(const Checkpoint& ck) {
-  if (stream_manifest_exists(ck.dir)) return make_http_expert_source(ck, load_stream_config(ck.dir));
-  return make_pread_expert_source(ck);
+MissFillerFactory stream_miss_filler(const std::string& model_dir) {
+  if (!stream_manifest_exists(model_dir)) return {};
+  return [model_dir](const Checkpoint& ck) { return make_http_expert_source(ck, load_stream_config(model_dir)); };
 }
 
 bool stream_stats(const ExpertSource& source, StreamStats* out) {
-  const auto* h = dynamic_cast<const HttpExperts*>(&source);
-  if (!h) return false;
-  *out = h->stream_stats();
-  return true;
+  for (const ExpertSource* s = &source; s; s = s->miss_filler()) {
+    if (const auto* h = dynamic_cast<const HttpExperts*>(s)) {
+      *out = h->stream_stats();
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace sluice

@@ -21,8 +21,8 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
-#include "io/expert_source.h"
 #include "hub/setup_manifest.h"
+#include "io/expert_source.h"
 
 namespace sluice {
 
@@ -37,9 +37,10 @@ StreamConfig load_stream_config(const std::string& model_dir);
 
 std::unique_ptr<ExpertSource> make_http_expert_source(const Checkpoint& ck, const StreamConfig& config);
 
-// The expert source a model directory calls for: HTTP + span cache when
-// DIR/.sluice-stream.json exists (a stream-mode install), else local pread.
-std::unique_ptr<ExpertSource> make_expert_source_for(const Checkpoint& ck);
+// What a model directory's experts missing from disk come from
+// (ModelOptions::miss_filler): HTTP + span cache when DIR/.sluice-stream.json
+// exists (a stream-mode install), else nothing (every expert is local).
+MissFillerFactory stream_miss_filler(const std::string& model_dir);
 
 struct StreamStats {
   uint64_t spans_requested = 0;  // expert spans asked for by the model
@@ -56,7 +57,7 @@ struct StreamStats {
   uint64_t cache_entries = 0;
 };
 
-// Fills *out and returns true if `source` is an HTTP expert source.
+// Fills *out and returns true if `source` is an HTTP expert source or stacked over one.
 bool stream_stats(const ExpertSource& source, StreamStats* out);
 
 }  // namespace sluice

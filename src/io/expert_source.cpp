@@ -68,8 +68,9 @@ namespace {
 
 class DirectExperts : public ExpertSource {
  public:
-  DirectExperts(const Checkpoint& ck, const DirectSourceOptions& opt)
+  DirectExperts(const Checkpoint& ck, const DirectSourceOptions& opt, std::unique_ptr<ExpertSource> filler)
       : ck_(ck),
+        filler_(std::move(filler)),
         span_(ck.config.expert_span_bytes()),
         reader_(ck.shard_paths, reader_options(opt)),
         cache_(cache_options(ck, opt)) {
@@ -82,10 +83,6 @@ class DirectExperts : public ExpertSource {
              const std::function<void(size_t, const uint8_t*)>& use) override {
     if (layer == first_moe_) cache_.next_token();
     // Needs: either ready in the cache, in flight (a prefetch), or to be read.
-    struct Need {
-      size_t i;
-      int slot;
-    };
     std::vector<Need> ready;
     std::deque<size_t> to_read;
     for (size_t i = 0; i < experts.size(); i++) {
@@ -106,6 +103,7 @@ class DirectExperts : public ExpertSource {
       }
       to_read.push_back(i);
     }
+    if (filler_) return fill(layer, experts, ready, to_read, use);
     size_t outstanding = 0;
     for (const auto& [ticket, w] : waiting_) outstanding += w.own ? 1 : 0;
     auto submit_more = [&] {
@@ -161,6 +159,7 @@ class DirectExperts : public ExpertSource {
   }
 
   void prefetch(int layer, std::span<const int> experts) override {
+    if (filler_) return filler_->prefetch(layer, experts);
     for (int e : experts) hints_.push_back({layer, e});
   }
 
@@ -172,10 +171,44 @@ class DirectExperts : public ExpertSource {
   ExpertStats stats() const override {
     ExpertStats s = stats_;
     s.bytes_read = reader_.stats().bytes_read;
+    if (filler_) s.network_bytes = filler_->stats().network_bytes;
     return s;
   }
 
+  const ExpertSource* miss_filler() const override { return filler_.get(); }
+
  private:
+  struct Need {  // an expert of a fetch ready in a cache slot
+    size_t i;
+    int slot;
+  };
+
+  // fetch() over a miss filler: hits from the cache, misses from the filler,
+  // kept in the cache when it admits them.
+  void fill(int layer, std::span<const int> experts, const std::vector<Need>& ready, const std::deque<size_t>& misses,
+            const std::function<void(size_t, const uint8_t*)>& use) {
+    for (const Need& n : ready) {
+      use(n.i, cache_.data(n.slot));
+      cache_.unpin(n.slot);
+      stats_.fetched++;
+    }
+    std::vector<int> ids;
+    for (size_t i : misses) ids.push_back(experts[i]);
+    filler_->fetch(layer, ids, [&](size_t j, const uint8_t* bytes) {
+      const size_t i = misses[j];
+      const int slot = cache_.insert(layer, experts[i]);
+      if (slot >= 0) {
+        uint8_t* to = cache_.slot_buffer(slot).data();
+        std::memcpy(to, bytes, span_);
+        cache_.set_ready(slot, to);
+        bytes = to;
+      }
+      use(i, bytes);
+      if (slot >= 0) cache_.unpin(slot);
+      stats_.fetched++;
+    });
+  }
+
   void issue_prefetch(int layer, int e) {
     {
       if (cache_.find(layer, e) >= 0) return;
@@ -225,6 +258,7 @@ class DirectExperts : public ExpertSource {
   }
 
   const Checkpoint& ck_;
+  std::unique_ptr<ExpertSource> filler_;  // a stream install's HTTP source, or null
   uint64_t span_;
   SpanReader reader_;
   ExpertCache cache_;
@@ -241,8 +275,9 @@ class DirectExperts : public ExpertSource {
 
 }  // namespace
 
-std::unique_ptr<ExpertSource> make_direct_expert_source(const Checkpoint& ck, const DirectSourceOptions& opt) {
-  return std::make_unique<DirectExperts>(ck, opt);
+std::unique_ptr<ExpertSource> make_direct_expert_source(const Checkpoint& ck, const DirectSourceOptions& opt,
+                                                        std::unique_ptr<ExpertSource> miss_filler) {
+  return std::make_unique<DirectExperts>(ck, opt, std::move(miss_filler));
 }
 
 }  // namespace sluice

@@ -50,7 +50,14 @@ class ExpertSource {
   // While `log` is set, every span read from a local file is appended to it
   // (the bench replays a step's reads). Returns false if the source cannot.
   virtual bool record_reads(std::vector<ExpertRead>* /*log*/) { return false; }
+  // The source this one asks for what is not on local disk (see
+  // make_direct_expert_source), or null.
+  virtual const ExpertSource* miss_filler() const { return nullptr; }
 };
+
+// Makes the source of the experts a local install lacks (hub/: a stream
+// install's HTTP source); empty when every expert is on local disk.
+using MissFillerFactory = std::function<std::unique_ptr<ExpertSource>(const Checkpoint&)>;
 
 // Reads each span with pread, every time (no cache): the simplest correct source.
 std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck);
@@ -62,7 +69,10 @@ struct DirectSourceOptions {
 };
 
 // io_uring + O_DIRECT reads (io/span_reader.h) into a RAM expert cache with
-// learned heat (io/expert_cache.h); experts never enter the page cache.
-std::unique_ptr<ExpertSource> make_direct_expert_source(const Checkpoint& ck, const DirectSourceOptions& opt);
+// learned heat (io/expert_cache.h); experts never enter the page cache. With a
+// `miss_filler`, cache misses are asked of it instead of read from the shards
+// (whose expert ranges are then holes), and what it returns is cached the same.
+std::unique_ptr<ExpertSource> make_direct_expert_source(const Checkpoint& ck, const DirectSourceOptions& opt,
+                                                        std::unique_ptr<ExpertSource> miss_filler = nullptr);
 
 }  // namespace sluice
