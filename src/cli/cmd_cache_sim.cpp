@@ -1,6 +1,6 @@
 // cli/cmd_cache_sim.cpp — `sluice cache-sim`: expert cache hit rates, LRU vs heat.
 //
-// Replays a routing trace through store/expert_cache at several budgets and
+// Replays a routing trace through io/expert_cache at several budgets and
 // prints the hit rate of each policy: a synthetic trace (Zipf-like popularity
 // per layer, drift, next-token reuse; K3's shape by default), or with --model
 // and --text-file the model's real router choices over that text.
@@ -10,7 +10,8 @@
 #include "cli/commands.h"
 #include "cli/token_list.h"
 #include "engine/routing_trace.h"
-#include "store/expert_cache.h"
+#include "hub/http_experts.h"
+#include "io/expert_cache.h"
 
 namespace sluice::cli {
 namespace {
@@ -26,7 +27,9 @@ struct SimArgs {
 
 RoutingTrace real_trace(const SimArgs& a) {
   std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
-  auto m = open_model(a.model);
+  ModelOptions opt;
+  opt.miss_filler = stream_miss_filler(a.model);
+  auto m = open_model(a.model, opt);
   return routing_trace(*m, ids, a.ctx);
 }
 

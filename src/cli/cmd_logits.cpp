@@ -9,6 +9,7 @@
 #include "cli/expert_stats.h"
 #include "cli/token_list.h"
 #include "engine/session.h"
+#include "hub/http_experts.h"
 #include "checkpoint/safetensors_writer.h"
 
 namespace sluice::cli {
@@ -23,6 +24,7 @@ int run_logits(const LogitsArgs& a) {
   std::vector<int> ids = parse_token_list(a.tokens, "--tokens");
   ModelOptions opt;
   if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
+  opt.miss_filler = stream_miss_filler(a.model);
   auto model = open_model(a.model, opt);
   const int V = model->config().vocab_size;
   for (int id : ids)

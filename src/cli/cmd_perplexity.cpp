@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/token_list.h"
 #include "engine/perplexity.h"
+#include "hub/http_experts.h"
 
 namespace sluice::cli {
 namespace {
@@ -20,6 +21,7 @@ int run_perplexity(const PerplexityArgs& a) {
   std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
   ModelOptions opt;
   if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
+  opt.miss_filler = stream_miss_filler(a.model);
   auto model = open_model(a.model, opt);
   PerplexityResult r = perplexity(*model, ids, a.ctx);
   std::printf("tokens: %zu, context: %d, mean nll: %.6f\n", ids.size(), a.ctx, r.mean_nll);

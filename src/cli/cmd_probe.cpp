@@ -10,7 +10,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
-#include "store/bandwidth_probe.h"
+#include "io/bandwidth_probe.h"
 
 namespace sluice::cli {
 namespace {

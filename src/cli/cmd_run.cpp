@@ -25,6 +25,7 @@
 #include "cli/expert_stats.h"
 #include "cli/token_list.h"
 #include "engine/generate.h"
+#include "hub/http_experts.h"
 #include "serve/reply.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
@@ -235,6 +236,7 @@ int run_run(RunArgs& a) {
   if (!a.tokens.empty()) token_prompt = parse_token_list(a.tokens, "--tokens");
   ModelOptions opt;
   if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
+  opt.miss_filler = stream_miss_filler(a.model);
   auto model = open_model(a.model, opt);
   Runner r(a, *model);
   install_sigint();

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/token_list.h"
+#include "hub/http_experts.h"
 #include "serve/server.h"
 #include "text/tokenizer.h"
 
@@ -44,6 +45,7 @@ int run_serve(ServeArgs& a) {
   a.opt.state_cache_bytes = a.state_cache_mb << 20;
   ModelOptions mopt;
   if (!a.ram_budget.empty()) mopt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
+  mopt.miss_filler = stream_miss_filler(a.model);
   auto model = open_model(a.model, mopt);
   text::Tokenizer tok = text::Tokenizer::load(a.model);
   serve::Server server(*model, tok, a.opt);

@@ -13,7 +13,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
-#include "store/http_setup.h"
+#include "hub/http_setup.h"
 
 namespace sluice::cli {
 namespace {

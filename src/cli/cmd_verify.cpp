@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "store/verify_install.h"
+#include "hub/verify_install.h"
 
 namespace sluice::cli {
 namespace {

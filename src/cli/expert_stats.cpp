@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/http_experts.h"
+#include "hub/http_experts.h"
 
 namespace sluice::cli {
 

@@ -9,7 +9,8 @@
 
 #include "base/error.h"
 #include "engine/session.h"
-#include "store/bandwidth_probe.h"
+#include "hub/http_experts.h"
+#include "io/bandwidth_probe.h"
 
 namespace sluice {
 
@@ -98,7 +99,9 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   if (opt.prompt_tokens < 1) fail("bench", "--prompt-tokens must be at least 1");
   if (opt.decode_tokens < 2) fail("bench", "--decode must be at least 2 (the first step is discarded)");
   const double t_open = now_s();
-  auto m = open_model(dir, opt.model);
+  ModelOptions mo = opt.model;
+  if (!mo.miss_filler) mo.miss_filler = stream_miss_filler(dir);
+  auto m = open_model(dir, mo);
   const double open_s = now_s() - t_open;
   const ModelConfig& c = m->config();
   SpanReaderOptions io;

@@ -16,7 +16,7 @@
 //   spine_pass_gbps    a bare spine pass (sequential streaming alone), before
 //                      and after the steps.
 //   probe_random_gbps  random expert-sized O_DIRECT reads of the model's files,
-//                      half before the steps and half after (store/bandwidth_probe.h).
+//                      half before the steps and half after (io/bandwidth_probe.h).
 // Headline ratios:
 //   io_efficiency   = achieved GB/s / ceiling GB/s
 //   step_over_floor = median step time / (bytes read per step / ceiling)

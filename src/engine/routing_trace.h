@@ -2,13 +2,13 @@
 //
 // Runs `tokens` through the model in chunks of `ctx` (a fresh sequence per
 // chunk, as perplexity does) and records every MoE layer's top-k per token, in
-// the layout store/expert_cache.h's simulate_cache() replays. Routing is the
+// the layout io/expert_cache.h's simulate_cache() replays. Routing is the
 // same in prefill and decode (bitwise), so a prefill trace is a decode trace.
 #pragma once
 #include <span>
 
 #include "k3/model.h"
-#include "store/expert_cache.h"
+#include "io/expert_cache.h"
 
 namespace sluice {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "checkpoint/config.h"
-#include "k3/experts.h"
+#include "io/expert_source.h"
 #include "k3/spine.h"
 #include "k3/state.h"
 #include "k3/weights.h"

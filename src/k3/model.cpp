@@ -10,7 +10,6 @@
 // and at the end logits = lm_head · RMSNorm(AttnRes(B ++ [P]; u_out)).
 #include "k3/model.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,9 +20,7 @@
 #include "k3/layers.h"
 #include "kernels/fast.h"
 #include "kernels/ref.h"
-#include "store/http_experts.h"
-#include "store/span_reader.h"
-#include "store/setup_manifest.h"
+#include "io/span_reader.h"
 
 namespace sluice {
 
@@ -119,15 +116,6 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
   return p;
 }
 
-namespace {
-
-bool is_stream_install(const std::string& dir) {
-  struct stat st;
-  return ::stat((dir + "/" + kStreamManifestName).c_str(), &st) == 0;
-}
-
-}  // namespace
-
 std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt) {
   auto m = std::make_unique<Model>();
   m->ck = open_checkpoint(dir);
@@ -137,16 +125,15 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   SpanReaderOptions io;
   io.queue_depth = opt.queue_depth;
   m->spine->start(m->plan.resident_pieces, m->plan.ring, io);
-  if (is_stream_install(dir)) {
-    m->experts = make_expert_source_for(m->ck);  // experts fetched over HTTP into the span cache
-  } else if (opt.pread_experts || m->ck.config.num_experts == 0) {
+  std::unique_ptr<ExpertSource> filler = opt.miss_filler ? opt.miss_filler(m->ck) : nullptr;
+  if (!filler && (opt.pread_experts || m->ck.config.num_experts == 0)) {
     m->experts = make_pread_expert_source(m->ck);
   } else {
     DirectSourceOptions d;
     d.cache_bytes = m->plan.expert_cache;
     d.inflight_bytes = m->plan.expert_buffers;
     d.queue_depth = opt.queue_depth;
-    m->experts = make_direct_expert_source(m->ck, d);
+    m->experts = make_direct_expert_source(m->ck, d, std::move(filler));
   }
   return m;
 }

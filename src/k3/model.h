@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
-#include "k3/experts.h"
+#include "io/expert_source.h"
 #include "k3/spine.h"
 #include "k3/state.h"
 #include "k3/weights.h"
@@ -32,6 +32,9 @@ struct ModelOptions {
   int queue_depth = 16;
   // Read experts with plain pread and no cache (the simplest source; for comparisons).
   bool pread_experts = false;
+  // Where experts missing from local disk come from (hub/http_experts.h's
+  // stream_miss_filler for a stream install); empty: all experts are local.
+  MissFillerFactory miss_filler;
   // Spine matrices are read (resident or streamed) in pieces of whole rows of
   // at most this many bytes; the streaming ring needs room for three.
   uint64_t spine_chunk_bytes = 64ull << 20;

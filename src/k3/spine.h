@@ -5,7 +5,7 @@
 // (only in passes that want logits). Each matrix is cut into pieces of whole
 // rows, at most chunk_bytes each, and every piece is either resident (read
 // once at start) or streamed: read again on every pass through one ring buffer
-// by a loader thread (store/span_stream.h) that runs ahead of the computation
+// by a loader thread (io/span_stream.h) that runs ahead of the computation
 // as far as the ring allows. Which pieces stay is the memory plan's choice
 // (k3/model.cpp): every spine byte is used by every token, so a resident spine
 // byte saves one read per token, more than an expert-cache byte ever does.
@@ -29,7 +29,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "k3/weights.h"
-#include "store/span_stream.h"
+#include "io/span_stream.h"
 
 namespace sluice {
 

@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "base/numeric.h"
 #include "base/read_exact.h"
-#include "store/span_reader.h"
+#include "io/span_reader.h"
 
 namespace sluice {
 

@@ -5,15 +5,15 @@
 // that memory is resident or a streaming ring); small vectors (norms, conv
 // taps, gates, router bias) are converted to FP32 once, when binding. Shapes and dtypes are checked against the config
 // when binding: a wrong tensor is an error naming the tensor and the shard.
-// Routed experts are not here: see k3/experts.h.
+// Routed experts are not here: see io/expert_source.h.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
-#include "store/aligned_buffer.h"
-#include "store/span_stream.h"
+#include "io/aligned_buffer.h"
+#include "io/span_stream.h"
 
 namespace sluice {
 

@@ -1,0 +1,283 @@
+#include "io/expert_source.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "base/error.h"
+#include "base/read_exact.h"
+
+namespace sluice {
+
+namespace {
+
+class PreadExperts : public ExpertSource {
+ public:
+  explicit PreadExperts(const Checkpoint& ck) : ck_(ck) {
+    for (const std::string& path : ck.shard_paths) {
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        for (int f : fds_) ::close(f);
+        fail(path, std::string("cannot open: ") + std::strerror(errno));
+      }
+      fds_.push_back(fd);
+    }
+  }
+  ~PreadExperts() override {
+    for (int fd : fds_) ::close(fd);
+  }
+
+  void fetch(int layer, std::span<const int> experts,
+             const std::function<void(size_t, const uint8_t*)>& use) override {
+    for (size_t i = 0; i < experts.size(); i++) {
+      const ExpertSpan& s = ck_.experts.at(size_t(layer)).at(size_t(experts[i]));
+      buf_.resize(s.length);
+      read_exact(fds_[size_t(s.shard)], buf_.data(), s.length, s.offset, ck_.shard_paths[size_t(s.shard)]);
+      use(i, buf_.data());
+    }
+  }
+
+ private:
+  const Checkpoint& ck_;
+  std::vector<int> fds_;
+  std::vector<uint8_t> buf_;
+};
+
+}  // namespace
+
+std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck) {
+  return std::make_unique<PreadExperts>(ck);
+}
+
+}  // namespace sluice
+
+// ---- io_uring + O_DIRECT + RAM cache ----------------------------------------
+
+#include <deque>
+#include <unordered_map>
+
+#include "io/expert_cache.h"
+#include "io/span_reader.h"
+
+namespace sluice {
+
+namespace {
+
+class DirectExperts : public ExpertSource {
+ public:
+  DirectExperts(const Checkpoint& ck, const DirectSourceOptions& opt, std::unique_ptr<ExpertSource> filler)
+      : ck_(ck),
+        filler_(std::move(filler)),
+        span_(ck.config.expert_span_bytes()),
+        reader_(ck.shard_paths, reader_options(opt)),
+        cache_(cache_options(ck, opt)) {
+    const uint64_t cap = SpanReader::direct_capacity(span_);
+    max_bypass_ = std::max<uint64_t>(1, opt.inflight_bytes / std::max<uint64_t>(cap, 1));
+    first_moe_ = ck.config.first_k_dense_replace;
+  }
+
+  void fetch(int layer, std::span<const int> experts,
+             const std::function<void(size_t, const uint8_t*)>& use) override {
+    if (layer == first_moe_) cache_.next_token();
+    // Needs: either ready in the cache, in flight (a prefetch), or to be read.
+    std::vector<Need> ready;
+    std::deque<size_t> to_read;
+    for (size_t i = 0; i < experts.size(); i++) {
+      const int e = experts[i];
+      int slot = cache_.lookup(layer, e);
+      if (slot >= 0) {
+        if (cache_.ready(slot)) {
+          cache_.pin(slot);
+          ready.push_back({i, slot});
+          stats_.cache_hits++;
+          stats_.bytes_hit += span_;
+        } else {
+          // A prefetch is reading it; its pin holds the slot until the read lands.
+          waiting_[slot_ticket_.at(slot)] = {i, slot, /*own=*/true};
+          stats_.prefetch_used++;
+        }
+        continue;
+      }
+      to_read.push_back(i);
+    }
+    if (filler_) return fill(layer, experts, ready, to_read, use);
+    size_t outstanding = 0;
+    for (const auto& [ticket, w] : waiting_) outstanding += w.own ? 1 : 0;
+    auto submit_more = [&] {
+      while (!to_read.empty()) {
+        const size_t i = to_read.front();
+        const ExpertSpan& s = ck_.experts[size_t(layer)][size_t(experts[i])];
+        int slot = cache_.insert(layer, experts[i]);  // pinned when >= 0
+        if (slot < 0 && free_bypass_.empty() && bypass_.size() >= max_bypass_) break;
+        to_read.pop_front();
+        uint64_t t;
+        if (slot >= 0) {
+          t = reader_.submit(s.shard, s.offset, s.length, cache_.slot_buffer(slot));
+          slot_ticket_[slot] = t;
+        } else {
+          const int b = take_bypass_buffer();
+          t = reader_.submit(s.shard, s.offset, s.length, bypass_[size_t(b)].bytes());
+          slot = -2 - b;  // a bypass buffer, not a cache slot
+        }
+        if (log_) log_->push_back({layer, {s.shard, s.offset, s.length}});
+        waiting_[t] = {i, slot, true};
+        outstanding++;
+      }
+    };
+    submit_more();
+    // Then the hinted reads for the next layer, behind this layer's own.
+    for (auto& [l, e] : hints_) issue_prefetch(l, e);
+    hints_.clear();
+    // Compute on what is already here while the reads run.
+    for (const Need& n : ready) {
+      use(n.i, cache_.data(n.slot));
+      cache_.unpin(n.slot);
+      stats_.fetched++;
+    }
+    while (outstanding > 0) {
+      Completed c = reader_.wait_any();
+      auto it = waiting_.find(c.ticket);
+      if (it == waiting_.end()) continue;  // cannot happen: every ticket is recorded
+      Waiting w = it->second;
+      waiting_.erase(it);
+      if (w.slot >= 0) {
+        cache_.set_ready(w.slot, c.data);
+        slot_ticket_.erase(w.slot);
+      }
+      if (w.own) {
+        outstanding--;
+        use(w.i, c.data);
+        stats_.fetched++;
+      }
+      if (w.slot >= 0) cache_.unpin(w.slot);
+      else free_bypass_.push_back(-2 - w.slot);
+      submit_more();
+    }
+  }
+
+  void prefetch(int layer, std::span<const int> experts) override {
+    if (filler_) return filler_->prefetch(layer, experts);
+    for (int e : experts) hints_.push_back({layer, e});
+  }
+
+  bool record_reads(std::vector<ExpertRead>* log) override {
+    log_ = log;
+    return true;
+  }
+
+  ExpertStats stats() const override {
+    ExpertStats s = stats_;
+    s.bytes_read = reader_.stats().bytes_read;
+    if (filler_) s.network_bytes = filler_->stats().network_bytes;
+    return s;
+  }
+
+  const ExpertSource* miss_filler() const override { return filler_.get(); }
+
+ private:
+  struct Need {  // an expert of a fetch ready in a cache slot
+    size_t i;
+    int slot;
+  };
+
+  // fetch() over a miss filler: hits from the cache, misses from the filler,
+  // kept in the cache when it admits them.
+  void fill(int layer, std::span<const int> experts, const std::vector<Need>& ready, const std::deque<size_t>& misses,
+            const std::function<void(size_t, const uint8_t*)>& use) {
+    for (const Need& n : ready) {
+      use(n.i, cache_.data(n.slot));
+      cache_.unpin(n.slot);
+      stats_.fetched++;
+    }
+    std::vector<int> ids;
+    for (size_t i : misses) ids.push_back(experts[i]);
+    filler_->fetch(layer, ids, [&](size_t j, const uint8_t* bytes) {
+      const size_t i = misses[j];
+      const int slot = cache_.insert(layer, experts[i]);
+      if (slot >= 0) {
+        uint8_t* to = cache_.slot_buffer(slot).data();
+        std::memcpy(to, bytes, span_);
+        cache_.set_ready(slot, to);
+        bytes = to;
+      }
+      use(i, bytes);
+      if (slot >= 0) cache_.unpin(slot);
+      stats_.fetched++;
+    });
+  }
+
+  void issue_prefetch(int layer, int e) {
+    {
+      if (cache_.find(layer, e) >= 0) return;
+      int slot = cache_.insert(layer, e);
+      if (slot < 0) return;  // no room: a guess never displaces pinned work
+      const ExpertSpan& s = ck_.experts[size_t(layer)][size_t(e)];
+      uint64_t t = reader_.submit(s.shard, s.offset, s.length, cache_.slot_buffer(slot));
+      if (log_) log_->push_back({layer - 1, {s.shard, s.offset, s.length}});  // issued by the fetch of layer - 1
+      slot_ticket_[slot] = t;
+      waiting_[t] = {0, slot, false};
+      stats_.prefetched++;
+    }
+  }
+
+  struct Waiting {
+    size_t i;
+    int slot;  // cache slot, or -2 - b for a read into bypass buffer b
+    bool own;  // a fetch is waiting for it (else a prefetch nobody asked for yet)
+  };
+
+  // A buffer for a read the cache does not keep: reused, so no read faults in
+  // and zeroes fresh pages. Allocated on first need, at most max_bypass_.
+  int take_bypass_buffer() {
+    if (free_bypass_.empty()) {
+      bypass_.emplace_back(SpanReader::direct_capacity(span_));
+      return int(bypass_.size()) - 1;
+    }
+    const int b = free_bypass_.back();
+    free_bypass_.pop_back();
+    return b;
+  }
+
+  static SpanReaderOptions reader_options(const DirectSourceOptions& o) {
+    SpanReaderOptions r;
+    r.queue_depth = std::max(1, o.queue_depth);
+    return r;
+  }
+  static ExpertCacheOptions cache_options(const Checkpoint& ck, const DirectSourceOptions& o) {
+    const ModelConfig& c = ck.config;
+    ExpertCacheOptions co;
+    co.slot_bytes = SpanReader::direct_capacity(c.expert_span_bytes());
+    co.budget_bytes = o.cache_bytes;
+    co.layers = c.num_hidden_layers;
+    co.experts_per_layer = std::max(c.num_experts, 1);
+    co.lookups_per_token = (c.num_hidden_layers - c.first_k_dense_replace) * c.num_experts_per_token;
+    return co;
+  }
+
+  const Checkpoint& ck_;
+  std::unique_ptr<ExpertSource> filler_;  // a stream install's HTTP source, or null
+  uint64_t span_;
+  SpanReader reader_;
+  ExpertCache cache_;
+  std::unordered_map<uint64_t, Waiting> waiting_;  // ticket -> what it is for
+  std::unordered_map<int, uint64_t> slot_ticket_;  // slot -> its read in flight
+  std::vector<AlignedBuffer> bypass_;
+  std::vector<int> free_bypass_;
+  std::vector<ExpertRead>* log_ = nullptr;
+  uint64_t max_bypass_ = 1;
+  int first_moe_ = 1;
+  std::vector<std::pair<int, int>> hints_;  // (layer, expert) to read after the next fetch's own reads
+  ExpertStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<ExpertSource> make_direct_expert_source(const Checkpoint& ck, const DirectSourceOptions& opt,
+                                                        std::unique_ptr<ExpertSource> miss_filler) {
+  return std::make_unique<DirectExperts>(ck, opt, std::move(miss_filler));
+}
+
+}  // namespace sluice

@@ -1,0 +1,78 @@
+// io/expert_source.h — where the MoE gets routed experts' bytes from.
+//
+// An expert is one contiguous span of the shard (checkpoint/checkpoint.h); the
+// MoE asks for the spans of the experts one layer needs and computes on each as
+// it becomes available. Sources differ in where bytes come from (a plain pread,
+// io_uring with O_DIRECT, a RAM cache, an HTTP span cache) but never in what the
+// bytes are, so the model's output never depends on the source.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "checkpoint/checkpoint.h"
+#include "io/span_stream.h"
+
+namespace sluice {
+
+// What a source did, for --stats and the bench.
+struct ExpertStats {
+  uint64_t fetched = 0;          // expert spans handed to the MoE
+  uint64_t bytes_read = 0;       // bytes read from files (alignment padding included)
+  uint64_t cache_hits = 0;       // spans served from the RAM cache
+  uint64_t bytes_hit = 0;        // span bytes those hits did not have to read
+  uint64_t prefetched = 0;       // spans read ahead of need
+  uint64_t prefetch_used = 0;    // needed spans that a prefetch had already started
+  uint64_t network_bytes = 0;    // bytes fetched over HTTP (stream installs)
+};
+
+// One span an expert source read, and the layer whose fetch issued it (its
+// own reads, or its prefetches for the next layer).
+struct ExpertRead {
+  int layer = 0;
+  StreamSpan span;
+};
+
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+  // Calls use(i, span) once for each i < experts.size(), with the bytes of
+  // expert experts[i] of `layer`, in any order; the span is valid during the call.
+  virtual void fetch(int layer, std::span<const int> experts,
+                     const std::function<void(size_t i, const uint8_t* span)>& use) = 0;
+  // A hint: these experts of `layer` will probably be needed soon; the reads
+  // start right after the next fetch() has issued its own. Wrong guesses cost
+  // bandwidth, never correctness. Default: ignored.
+  virtual void prefetch(int /*layer*/, std::span<const int> /*experts*/) {}
+  virtual ExpertStats stats() const { return {}; }
+  // While `log` is set, every span read from a local file is appended to it
+  // (the bench replays a step's reads). Returns false if the source cannot.
+  virtual bool record_reads(std::vector<ExpertRead>* /*log*/) { return false; }
+  // The source this one asks for what is not on local disk (see
+  // make_direct_expert_source), or null.
+  virtual const ExpertSource* miss_filler() const { return nullptr; }
+};
+
+// Makes the source of the experts a local install lacks (hub/: a stream
+// install's HTTP source); empty when every expert is on local disk.
+using MissFillerFactory = std::function<std::unique_ptr<ExpertSource>(const Checkpoint&)>;
+
+// Reads each span with pread, every time (no cache): the simplest correct source.
+std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck);
+
+struct DirectSourceOptions {
+  uint64_t cache_bytes = 0;      // RAM for cached experts (0: no cache)
+  uint64_t inflight_bytes = 0;   // RAM for reads that bypass the cache (at least one span)
+  int queue_depth = 16;          // read operations in flight
+};
+
+// io_uring + O_DIRECT reads (io/span_reader.h) into a RAM expert cache with
+// learned heat (io/expert_cache.h); experts never enter the page cache. With a
+// `miss_filler`, cache misses are asked of it instead of read from the shards
+// (whose expert ranges are then holes), and what it returns is cached the same.
+std::unique_ptr<ExpertSource> make_direct_expert_source(const Checkpoint& ck, const DirectSourceOptions& opt,
+                                                        std::unique_ptr<ExpertSource> miss_filler = nullptr);
+
+}  // namespace sluice

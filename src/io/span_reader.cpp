@@ -1,0 +1,619 @@
+// io/span_reader.cpp — io_uring / pread engines behind SpanReader.
+//
+// Bookkeeping: a Request is one submitted span; it is cut into Ops (chunks of
+// its aligned superset), at most queue_depth of which are in flight. Both
+// engines report each op's result as (op, res) with res = bytes or -errno, and
+// one function (on_op_done) handles short reads, retries and errors for both.
+// A request finishes when none of its ops is in flight any more, so a failed
+// span never frees or hands back a buffer the kernel is still writing.
+#include "io/span_reader.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "base/error.h"
+
+namespace sluice {
+
+namespace {
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+std::string span_text(uint64_t offset, uint64_t length) {
+  return "span at offset " + std::to_string(offset) + " length " + std::to_string(length);
+}
+
+// A buffered descriptor for spans: readahead off (FADV_RANDOM), so the kernel
+// reads exactly the span and the DONTNEED after it leaves nothing behind.
+// (With readahead on, up to read_ahead_kb past every span stays cached.)
+int open_buffered(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+  return fd;
+}
+
+struct FileEntry {
+  std::string path;
+  int fd = -1;
+  bool direct = false;
+  uint64_t size = 0;
+};
+
+struct Request {
+  int file = 0;
+  uint64_t offset = 0, length = 0;
+  uint64_t astart = 0;    // aligned start in the file
+  uint64_t alen = 0;      // aligned superset length
+  uint64_t need_end = 0;  // bytes of the superset that hold the span: offset+length-astart
+  uint8_t* target = nullptr;   // where the superset is read to
+  uint8_t* copy_to = nullptr;  // caller dest when going through a bounce buffer
+  AlignedBuffer buffer;        // internal destination or bounce buffer
+  bool buffer_goes_to_caller = false;
+  uint64_t next_issue = 0;  // superset bytes handed to ops so far
+  int ops_running = 0;
+  std::string error;
+};
+
+struct Op {
+  uint64_t ticket = 0;
+  int fd = -1;
+  uint64_t start = 0;  // absolute file offset of the chunk
+  uint64_t len = 0;    // chunk length (aligned)
+  uint64_t need = 0;   // bytes of the chunk that hold span bytes
+  uint8_t* buf = nullptr;
+  uint64_t done = 0;
+  int retries = 0;  // EINTR/EAGAIN/EINVAL restarts, bounded so nothing spins forever
+};
+
+struct Result {
+  uint64_t ticket = 0;
+  const uint8_t* data = nullptr;
+  uint64_t length = 0;
+  AlignedBuffer owned;
+  std::string error;
+};
+
+struct Job {
+  int op = 0;
+  int fd = -1;
+  uint8_t* buf = nullptr;
+  uint64_t len = 0, off = 0;
+};
+
+struct OpResult {
+  int op = 0;
+  int64_t res = 0;
+};
+
+}  // namespace
+
+struct SpanReader::Impl {
+  SpanReaderOptions opt;
+  std::vector<FileEntry> files;
+  std::vector<int> retired_fds;  // buffered-reopen leaves the old fd to in-flight ops
+
+  bool uring = false;
+  io_uring ring{};
+  int sqes_unsubmitted = 0;
+
+  // pread engine
+  std::vector<std::thread> workers;
+  std::mutex mu;
+  std::condition_variable jobs_cv, done_cv;
+  std::deque<Job> jobs;
+  std::vector<OpResult> op_results;
+  bool stopping = false;
+
+  std::vector<Op> ops;
+  std::vector<int> free_ops;
+  int ops_in_flight = 0;
+
+  std::unordered_map<uint64_t, Request> requests;
+  std::deque<uint64_t> pending;  // tickets with chunks not yet issued, FIFO
+  std::deque<Result> results;    // finished, not yet returned
+  uint64_t next_ticket = 1;
+
+  std::vector<AlignedBuffer> bounce_pool;
+  ReadStats stats;
+  uint64_t busy_since = 0;
+  bool broken = false;
+
+  ~Impl() { shutdown(); }
+
+  void start() {
+    if (opt.queue_depth < 1 || opt.queue_depth > 4096)
+      fail("span reader", "queue_depth must be in 1..4096, got " + std::to_string(opt.queue_depth));
+    if (opt.chunk_bytes % kIoAlign != 0 || opt.chunk_bytes > (1ull << 30))
+      fail("span reader", "chunk_bytes must be a multiple of 4096 and at most 1 GiB");
+    if (opt.chunk_bytes == 0) opt.chunk_bytes = 1ull << 30;
+    if (env_flag("SLUICE_NO_URING")) opt.use_io_uring = false;
+    if (env_flag("SLUICE_NO_DIRECT")) opt.use_direct = false;
+    ops.resize(size_t(opt.queue_depth));
+    for (int i = opt.queue_depth - 1; i >= 0; i--) free_ops.push_back(i);
+    if (opt.use_io_uring && io_uring_queue_init(unsigned(opt.queue_depth), &ring, 0) == 0)
+      uring = true;
+    if (!uring) {
+      int n = std::clamp(opt.pread_threads, 1, 64);
+      for (int i = 0; i < n; i++) workers.emplace_back([this] { worker_loop(); });
+    }
+  }
+
+  void shutdown() {
+    // Wait for ops still in flight: their buffers must outlive the reads.
+    if (uring) {
+      while (ops_in_flight > 0) {
+        io_uring_cqe* cqe = nullptr;
+        __kernel_timespec ts{opt.timeout_ms / 1000, (opt.timeout_ms % 1000) * 1000000LL};
+        int r = io_uring_wait_cqe_timeout(&ring, &cqe, &ts);
+        if (r == -EINTR) continue;
+        if (r < 0) {
+          leak_buffers();  // a stalled device may still write into them
+          break;
+        }
+        io_uring_cqe_seen(&ring, cqe);
+        ops_in_flight--;
+      }
+      io_uring_queue_exit(&ring);
+      uring = false;
+    }
+    if (!workers.empty()) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stopping = true;
+        jobs.clear();  // not started: nobody writes their buffers
+      }
+      jobs_cv.notify_all();
+      for (auto& t : workers) t.join();
+      workers.clear();
+    }
+    for (auto& f : files)
+      if (f.fd >= 0) close(f.fd);
+    for (int fd : retired_fds) close(fd);
+    files.clear();
+    retired_fds.clear();
+  }
+
+  // After a stall the kernel may still write into our buffers: never free them.
+  void leak_buffers() {
+    static auto* graveyard = new std::vector<AlignedBuffer>();  // reachable: no leak report
+    for (auto& [t, r] : requests)
+      if (!r.buffer.empty()) graveyard->push_back(std::move(r.buffer));
+  }
+
+  void worker_loop() {
+    for (;;) {
+      Job j;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        jobs_cv.wait(lock, [&] { return stopping || !jobs.empty(); });
+        if (stopping) return;
+        j = jobs.front();
+        jobs.pop_front();
+      }
+      ssize_t n = pread(j.fd, j.buf, j.len, off_t(j.off));
+      int64_t res = n < 0 ? -int64_t(errno) : int64_t(n);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        op_results.push_back({j.op, res});
+      }
+      done_cv.notify_one();
+    }
+  }
+
+  int add_file(const std::string& path) {
+    FileEntry f;
+    f.path = path;
+    if (opt.use_direct) {
+      f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+      f.direct = f.fd >= 0;
+      if (f.fd < 0 && errno != EINVAL) fail(path, std::string("cannot open: ") + std::strerror(errno));
+    }
+    if (f.fd < 0) {
+      f.fd = open_buffered(path);
+      if (f.fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+    }
+    struct stat st {};
+    if (fstat(f.fd, &st) != 0) {
+      int e = errno;
+      close(f.fd);
+      fail(path, std::string("cannot stat: ") + std::strerror(e));
+    }
+    f.size = uint64_t(st.st_size);
+    files.push_back(std::move(f));
+    return int(files.size()) - 1;
+  }
+
+  // Reopens a file without O_DIRECT after the file system refused a direct
+  // read; false if that fails too.
+  bool make_buffered(int file) {
+    FileEntry& f = files[size_t(file)];
+    if (!f.direct) return true;
+    int fd = open_buffered(f.path);
+    if (fd < 0) return false;
+    retired_fds.push_back(f.fd);
+    f.fd = fd;
+    f.direct = false;
+    return true;
+  }
+
+  void check_usable() const {
+    if (broken) fail("span reader", "unusable after an earlier stall; destroy it");
+  }
+
+  uint64_t submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest) {
+    check_usable();
+    if (file < 0 || file >= int(files.size()))
+      fail("span reader", "submit: no file with id " + std::to_string(file));
+    if (offset + length < offset)
+      fail(files[size_t(file)].path, "submit: " + span_text(offset, length) + " overflows");
+    uint64_t ticket = next_ticket++;
+    Request r;
+    r.file = file;
+    r.offset = offset;
+    r.length = length;
+    if (length == 0) {
+      results.push_back({ticket, dest.empty() ? nullptr : dest.data(), 0, {}, {}});
+      return ticket;
+    }
+    r.astart = align_down(offset, kIoAlign);
+    r.alen = direct_bytes(offset, length);
+    r.need_end = offset + length - r.astart;
+    if (dest.empty()) {
+      r.buffer = take_buffer(r.alen);
+      r.target = r.buffer.data();
+      r.buffer_goes_to_caller = true;
+    } else if (reinterpret_cast<uintptr_t>(dest.data()) % kIoAlign == 0 && dest.size() >= r.alen) {
+      r.target = dest.data();
+    } else if (dest.size() >= length) {
+      r.buffer = take_buffer(r.alen);
+      r.target = r.buffer.data();
+      r.copy_to = dest.data();
+    } else {
+      fail(files[size_t(file)].path, "submit: destination of " + std::to_string(dest.size()) +
+                                         " bytes is smaller than the " + span_text(offset, length));
+    }
+    requests.emplace(ticket, std::move(r));
+    pending.push_back(ticket);
+    pump();
+    return ticket;
+  }
+
+  AlignedBuffer take_buffer(uint64_t size) {
+    for (size_t i = 0; i < bounce_pool.size(); i++) {
+      if (bounce_pool[i].size() >= size) {
+        AlignedBuffer b = std::move(bounce_pool[i]);
+        bounce_pool.erase(bounce_pool.begin() + long(i));
+        return b;
+      }
+    }
+    return AlignedBuffer(size);
+  }
+
+  void give_back_buffer(AlignedBuffer b) {
+    if (b.empty()) return;
+    if (bounce_pool.size() >= 4) bounce_pool.erase(bounce_pool.begin());  // keep the pool small
+    bounce_pool.push_back(std::move(b));
+  }
+
+  // Hands chunks of pending requests to free op slots, then submits them.
+  void pump() {
+    while (!free_ops.empty() && !pending.empty()) {
+      auto it = requests.find(pending.front());
+      if (it == requests.end() || it->second.next_issue >= it->second.alen) {
+        // fully issued, or failed (and perhaps already finished)
+        pending.pop_front();
+        continue;
+      }
+      Request& r = it->second;
+      int i = free_ops.back();
+      free_ops.pop_back();
+      Op& o = ops[size_t(i)];
+      o.ticket = it->first;
+      o.start = r.astart + r.next_issue;
+      o.len = std::min(opt.chunk_bytes, r.alen - r.next_issue);
+      o.need = std::min(o.len, r.need_end - r.next_issue);
+      o.buf = r.target + r.next_issue;
+      o.done = 0;
+      o.retries = 0;
+      r.next_issue += o.len;
+      r.ops_running++;
+      if (r.next_issue >= r.alen) pending.pop_front();
+      if (ops_in_flight++ == 0) busy_since = now_ns();
+      issue(i);
+    }
+    flush();
+  }
+
+  // Starts (or restarts, after a short read) op i from byte `done`.
+  void issue(int i) {
+    Op& o = ops[size_t(i)];
+    const Request& r = requests.at(o.ticket);
+    o.fd = files[size_t(r.file)].fd;
+    if (uring) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      if (!sqe) {  // cannot happen: in-flight ops never exceed the ring size
+        flush();
+        sqe = io_uring_get_sqe(&ring);
+        if (!sqe) fail("span reader", "io_uring submission queue full");
+      }
+      io_uring_prep_read(sqe, o.fd, o.buf + o.done, unsigned(o.len - o.done), o.start + o.done);
+      io_uring_sqe_set_data64(sqe, uint64_t(i));
+      sqes_unsubmitted++;
+    } else {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        jobs.push_back({i, o.fd, o.buf + o.done, o.len - o.done, o.start + o.done});
+      }
+      jobs_cv.notify_one();
+    }
+  }
+
+  void flush() {
+    while (uring && sqes_unsubmitted > 0) {
+      int r = io_uring_submit(&ring);
+      if (r == -EINTR || r == -EAGAIN || r == -EBUSY) continue;
+      if (r == 0) break;  // nothing taken now; the next wait submits them
+      if (r < 0) {
+        broken = true;
+        fail("span reader", std::string("io_uring_submit: ") + std::strerror(-r));
+      }
+      sqes_unsubmitted -= r;
+    }
+  }
+
+  void fail_request(Request& r, const std::string& msg) {
+    if (r.error.empty()) r.error = files[size_t(r.file)].path + ": " + msg;
+    r.next_issue = r.alen;  // issue nothing more for it
+  }
+
+  void on_op_done(int i, int64_t res) {
+    Op& o = ops[size_t(i)];
+    Request& r = requests.at(o.ticket);
+    FileEntry& f = files[size_t(r.file)];
+    bool op_over = true;
+    if (res < 0) {
+      int e = int(-res);
+      bool retry = o.retries++ < 100;
+      if (retry && (e == EINTR || e == EAGAIN)) {
+        op_over = false;
+      } else if (retry && e == EINVAL && (f.direct || o.fd != f.fd) && make_buffered(r.file)) {
+        // The file system took O_DIRECT at open but refuses the read: go buffered
+        // (ops that were already in flight on the direct fd land here too).
+        op_over = false;
+      } else {
+        fail_request(r, "read of " + span_text(r.offset, r.length) + " failed at file offset " +
+                            std::to_string(o.start + o.done) + ": " + std::strerror(e));
+      }
+    } else {
+      o.done += uint64_t(res);
+      stats.bytes_read += uint64_t(res);
+      if (o.done >= o.len || o.done >= o.need) {
+        // complete (a read may stop short past the span, at the end of the file)
+      } else if (res == 0 || (f.direct && o.done % kIoAlign != 0)) {
+        // End of file before the span's end: O_DIRECT returns a partial block only at EOF.
+        struct stat st {};
+        std::string now_size = fstat(f.fd, &st) == 0 ? std::to_string(st.st_size) : "unknown";
+        fail_request(r, "short read: " + span_text(r.offset, r.length) +
+                            " runs past the end of the file (size now " + now_size + ", " +
+                            std::to_string(f.size) + " at open)");
+      } else {
+        op_over = false;  // partial read: continue where it stopped
+      }
+    }
+    if (!op_over) {
+      issue(i);
+      return;
+    }
+    stats.ops++;
+    free_ops.push_back(i);
+    if (--ops_in_flight == 0) stats.busy_ns += now_ns() - busy_since;
+    r.ops_running--;
+    if (r.ops_running == 0 && r.next_issue >= r.alen) finish_request(o.ticket);
+  }
+
+  void finish_request(uint64_t ticket) {
+    auto it = requests.find(ticket);
+    Request& r = it->second;
+    Result res;
+    res.ticket = ticket;
+    if (r.error.empty()) {
+      const FileEntry& f = files[size_t(r.file)];
+      if (!f.direct)  // buffered read: keep the page cache clean of these bytes
+        posix_fadvise(f.fd, off_t(r.astart), off_t(r.alen), POSIX_FADV_DONTNEED);
+      const uint8_t* inner = r.target + (r.offset - r.astart);
+      if (r.copy_to) {
+        std::memcpy(r.copy_to, inner, r.length);
+        stats.bytes_copied += r.length;
+        res.data = r.copy_to;
+        give_back_buffer(std::move(r.buffer));
+      } else {
+        res.data = inner;
+        if (r.buffer_goes_to_caller) res.owned = std::move(r.buffer);
+      }
+      res.length = r.length;
+      stats.spans++;
+      stats.bytes_delivered += r.length;
+    } else {
+      res.error = r.error;
+      give_back_buffer(std::move(r.buffer));
+    }
+    results.push_back(std::move(res));
+    requests.erase(it);
+  }
+
+  // Collects finished ops; blocks for at least one if `block`.
+  void reap(bool block) {
+    check_usable();
+    if (ops_in_flight == 0) {
+      pump();
+      if (ops_in_flight == 0 && !requests.empty())  // would wait forever: say so instead
+        fail("span reader", "internal: spans outstanding but no read in flight");
+      return;
+    }
+    if (uring) {
+      flush();
+      io_uring_cqe* cqe = nullptr;
+      if (block) {
+        for (;;) {
+          __kernel_timespec ts{opt.timeout_ms / 1000, (opt.timeout_ms % 1000) * 1000000LL};
+          int r = io_uring_wait_cqe_timeout(&ring, &cqe, &ts);
+          if (r == -EINTR) continue;
+          if (r == -ETIME) stalled();
+          if (r < 0) {
+            broken = true;
+            fail("span reader", std::string("io_uring wait: ") + std::strerror(-r));
+          }
+          break;
+        }
+      }
+      unsigned head;
+      std::vector<OpResult> got;
+      io_uring_for_each_cqe(&ring, head, cqe) {
+        got.push_back({int(io_uring_cqe_get_data64(cqe)), int64_t(cqe->res)});
+      }
+      io_uring_cq_advance(&ring, unsigned(got.size()));
+      for (auto& g : got) on_op_done(g.op, g.res);
+    } else {
+      std::vector<OpResult> got;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        if (block &&
+            !done_cv.wait_for(lock, std::chrono::milliseconds(opt.timeout_ms),
+                              [&] { return !op_results.empty(); }))
+          stalled();
+        got.swap(op_results);
+      }
+      for (auto& g : got) on_op_done(g.op, g.res);
+    }
+    pump();
+  }
+
+  [[noreturn]] void stalled() {
+    broken = true;
+    std::string what = "no read completed in " + std::to_string(opt.timeout_ms) + " ms";
+    if (!requests.empty()) {
+      const Request& r = requests.begin()->second;
+      what += " (waiting on " + files[size_t(r.file)].path + " " + span_text(r.offset, r.length) + ")";
+    }
+    fail("span reader", what);
+  }
+
+  Completed deliver(Result&& r) {
+    if (!r.error.empty()) throw Error(r.error);
+    Completed c;
+    c.ticket = r.ticket;
+    c.data = r.data;
+    c.length = r.length;
+    c.owned = std::move(r.owned);
+    return c;
+  }
+
+  Completed wait_any() {
+    while (results.empty()) {
+      if (requests.empty()) fail("span reader", "wait_any: no span outstanding");
+      reap(true);
+    }
+    Result r = std::move(results.front());
+    results.pop_front();
+    return deliver(std::move(r));
+  }
+
+  bool poll(Completed* out) {
+    if (results.empty()) reap(false);
+    if (results.empty()) return false;
+    Result r = std::move(results.front());
+    results.pop_front();
+    *out = deliver(std::move(r));
+    return true;
+  }
+
+  Completed wait(uint64_t ticket) {
+    for (;;) {
+      for (auto it = results.begin(); it != results.end(); ++it) {
+        if (it->ticket == ticket) {
+          Result r = std::move(*it);
+          results.erase(it);
+          return deliver(std::move(r));
+        }
+      }
+      if (!requests.count(ticket))
+        fail("span reader", "wait: unknown or already returned ticket " + std::to_string(ticket));
+      reap(true);
+    }
+  }
+};
+
+bool io_uring_available() {
+  io_uring ring{};
+  if (io_uring_queue_init(2, &ring, 0) != 0) return false;
+  io_uring_queue_exit(&ring);
+  return true;
+}
+
+SpanReader::SpanReader(const std::vector<std::string>& paths, SpanReaderOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->opt = options;
+  impl_->start();
+  for (const auto& p : paths) impl_->add_file(p);
+}
+
+SpanReader::~SpanReader() = default;
+
+int SpanReader::add_file(const std::string& path) { return impl_->add_file(path); }
+int SpanReader::file_count() const { return int(impl_->files.size()); }
+const std::string& SpanReader::path(int file) const { return impl_->files.at(size_t(file)).path; }
+uint64_t SpanReader::file_size(int file) const { return impl_->files.at(size_t(file)).size; }
+bool SpanReader::file_is_direct(int file) const { return impl_->files.at(size_t(file)).direct; }
+bool SpanReader::using_io_uring() const { return impl_->uring; }
+const SpanReaderOptions& SpanReader::options() const { return impl_->opt; }
+
+uint64_t SpanReader::direct_bytes(uint64_t offset, uint64_t length) {
+  return align_up(offset + length, kIoAlign) - align_down(offset, kIoAlign);
+}
+
+uint64_t SpanReader::direct_capacity(uint64_t length) {
+  return align_up(length + kIoAlign - 1, kIoAlign);
+}
+
+uint64_t SpanReader::submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest) {
+  return impl_->submit(file, offset, length, dest);
+}
+Completed SpanReader::wait_any() { return impl_->wait_any(); }
+bool SpanReader::poll(Completed* out) { return impl_->poll(out); }
+Completed SpanReader::wait(uint64_t ticket) { return impl_->wait(ticket); }
+size_t SpanReader::outstanding() const { return impl_->requests.size() + impl_->results.size(); }
+
+ReadStats SpanReader::stats() const {
+  ReadStats s = impl_->stats;
+  if (impl_->ops_in_flight > 0) s.busy_ns += now_ns() - impl_->busy_since;
+  return s;
+}
+
+void SpanReader::reset_stats() {
+  impl_->stats = {};
+  impl_->busy_since = now_ns();
+}
+
+}  // namespace sluice

@@ -1,0 +1,377 @@
+#include "io/span_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "io/page_cache.h"
+#include "io/test_util.h"
+
+namespace sluice {
+namespace {
+
+using testing::Rng;
+using testing::ScratchDir;
+
+// The four engine/file-mode combinations every behaviour must hold for.
+struct Mode {
+  const char* name;
+  bool uring, direct;
+};
+const Mode kModes[] = {
+    {"uring+direct", true, true},
+    {"uring+buffered", true, false},
+    {"pread+direct", false, true},
+    {"pread+buffered", false, false},
+};
+
+SpanReaderOptions options_for(const Mode& m, int qd = 8, uint64_t chunk = 64 << 10) {
+  SpanReaderOptions o;
+  o.use_io_uring = m.uring;
+  o.use_direct = m.direct;
+  o.queue_depth = qd;
+  o.chunk_bytes = chunk;
+  o.timeout_ms = 10000;
+  return o;
+}
+
+std::vector<uint8_t> pread_span(const std::string& path, uint64_t off, uint64_t len) {
+  std::vector<uint8_t> v(len);
+  int fd = open(path.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(pread(fd, v.data(), len, off_t(off)), ssize_t(len));
+  close(fd);
+  return v;
+}
+
+// Asserts that the exception thrown by f names every one of `parts`.
+template <class F>
+void expect_error_naming(F f, std::vector<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error thrown";
+  } catch (const Error& e) {
+    for (auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+TEST(SpanReader, RandomSpansMatchPreadInEveryMode) {
+  ScratchDir dir;
+  // Odd sizes: the last aligned block of each file is partial.
+  auto a = dir.write("a.bin", testing::pattern_bytes(3 * 1048576 + 1234, 1));
+  auto b = dir.write("b.bin", testing::pattern_bytes(700001, 2));
+  std::vector<std::string> paths = {a, b};
+  for (const Mode& m : kModes) {
+    SCOPED_TRACE(m.name);
+    SpanReader reader(paths, options_for(m));
+    EXPECT_EQ(reader.using_io_uring(), testing::uring_expected(m.uring));
+    if (!m.direct) {
+      EXPECT_FALSE(reader.file_is_direct(0));
+    }
+    Rng rng(42);
+    struct Want {
+      int file;
+      uint64_t off, len;
+      std::vector<uint8_t> dest;  // caller buffer (empty: reader-owned)
+      AlignedBuffer aligned;      // zero-copy destination
+    };
+    std::map<uint64_t, Want> want;
+    for (int i = 0; i < 120; i++) {
+      Want w;
+      w.file = int(rng.below(2));
+      uint64_t size = reader.file_size(w.file);
+      w.len = rng.below(4) == 0 ? 1 + rng.below(size / 2) : 1 + rng.below(9000);
+      w.off = rng.below(size - w.len + 1);
+      if (i % 7 == 0) w.off = size - w.len;  // ends exactly at end of file
+      std::span<uint8_t> dest;
+      switch (i % 3) {
+        case 0:
+          break;
+        case 1:
+          w.aligned = AlignedBuffer(SpanReader::direct_capacity(w.len));
+          dest = w.aligned.bytes();
+          break;
+        case 2:
+          w.dest.resize(w.len + 1);  // misaligned by 1 on purpose
+          dest = std::span<uint8_t>(w.dest.data() + 1, w.len);
+          break;
+      }
+      uint64_t t = reader.submit(w.file, w.off, w.len, dest);
+      want.emplace(t, std::move(w));
+    }
+    EXPECT_EQ(reader.outstanding(), want.size());
+    while (reader.outstanding() > 0) {
+      Completed c = reader.wait_any();
+      auto it = want.find(c.ticket);
+      ASSERT_NE(it, want.end());
+      const Want& w = it->second;
+      ASSERT_EQ(c.length, w.len);
+      auto expect = pread_span(paths[size_t(w.file)], w.off, w.len);
+      ASSERT_EQ(std::memcmp(c.data, expect.data(), w.len), 0) << "ticket " << c.ticket;
+      if (!w.aligned.empty()) {
+        EXPECT_EQ(c.data, w.aligned.data() + w.off % kIoAlign);
+      } else if (!w.dest.empty()) {
+        EXPECT_EQ(c.data, w.dest.data() + 1);
+      } else {
+        EXPECT_FALSE(c.owned.empty());
+      }
+      want.erase(it);
+    }
+    EXPECT_TRUE(want.empty());
+    ReadStats s = reader.stats();
+    EXPECT_EQ(s.spans, 120u);
+    EXPECT_GT(s.ops, 120u);  // the big spans were split into 64 KiB chunks
+    EXPECT_GE(s.bytes_read, s.bytes_delivered);
+    EXPECT_GT(s.busy_ns, 0u);
+  }
+}
+
+TEST(SpanReader, AlignedDestinationIsZeroCopyMisalignedIsCopied) {
+  ScratchDir dir;
+  auto p = dir.write("f.bin", testing::pattern_bytes(200000, 3));
+  SpanReader reader({p}, options_for(kModes[0]));
+  const uint64_t off = 12345, len = 50000;
+  auto expect = pread_span(p, off, len);
+
+  AlignedBuffer slot(SpanReader::direct_capacity(len));
+  Completed c = reader.wait(reader.submit(0, off, len, slot.bytes()));
+  EXPECT_EQ(c.data, slot.data() + off % kIoAlign);
+  EXPECT_TRUE(c.owned.empty());
+  EXPECT_EQ(std::memcmp(c.data, expect.data(), len), 0);
+  EXPECT_EQ(reader.stats().bytes_copied, 0u);
+
+  std::vector<uint8_t> plain(len);
+  c = reader.wait(reader.submit(0, off, len, plain));
+  EXPECT_EQ(c.data, plain.data());
+  EXPECT_EQ(plain, expect);
+  EXPECT_EQ(reader.stats().bytes_copied, len);
+
+  // An aligned destination too short for the superset still works, via a copy.
+  AlignedBuffer exact(len);
+  c = reader.wait(reader.submit(0, off, len, exact.bytes()));
+  EXPECT_EQ(c.data, exact.data());
+  EXPECT_EQ(std::memcmp(exact.data(), expect.data(), len), 0);
+
+  std::vector<uint8_t> small(len - 1);
+  expect_error_naming([&] { reader.submit(0, off, len, small); }, {p, "smaller"});
+}
+
+TEST(SpanReader, ManyConcurrentReadsWaitedOutOfOrder) {
+  ScratchDir dir;
+  auto data = testing::pattern_bytes(4 << 20, 4);
+  auto p = dir.write("f.bin", data);
+  for (const Mode& m : kModes) {
+    SCOPED_TRACE(m.name);
+    SpanReader reader({p}, options_for(m, 32, 16 << 10));
+    Rng rng(7);
+    std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> sub;
+    for (int i = 0; i < 600; i++) {
+      uint64_t len = 1 + rng.below(100000);
+      uint64_t off = rng.below(data.size() - len);
+      sub.push_back({reader.submit(0, off, len), {off, len}});
+    }
+    // Newest first with wait(), then the rest as they come with poll().
+    for (size_t i = sub.size(); i-- > 300;) {
+      Completed c = reader.wait(sub[i].first);
+      auto [off, len] = sub[i].second;
+      ASSERT_EQ(c.length, len);
+      ASSERT_EQ(std::memcmp(c.data, data.data() + off, len), 0);
+    }
+    size_t got = 0;
+    while (got < 300) {
+      Completed c;
+      if (!reader.poll(&c)) continue;
+      auto [off, len] = sub[c.ticket - sub[0].first].second;
+      ASSERT_EQ(std::memcmp(c.data, data.data() + off, len), 0);
+      got++;
+    }
+    EXPECT_EQ(reader.outstanding(), 0u);
+    Completed none;
+    EXPECT_FALSE(reader.poll(&none));
+    expect_error_naming([&] { reader.wait_any(); }, {"no span outstanding"});
+  }
+}
+
+TEST(SpanReader, SpanPastEndOfFileIsAnErrorNamingFileOffsetLength) {
+  ScratchDir dir;
+  auto p = dir.write("short.bin", testing::pattern_bytes(10000, 5));
+  for (const Mode& m : kModes) {
+    SCOPED_TRACE(m.name);
+    SpanReader reader({p}, options_for(m));
+    uint64_t good1 = reader.submit(0, 0, 5000);
+    uint64_t bad = reader.submit(0, 9000, 2000);
+    uint64_t good2 = reader.submit(0, 5000, 5000);
+    EXPECT_EQ(reader.wait(good1).length, 5000u);
+    expect_error_naming([&] { reader.wait(bad); }, {p, "9000", "2000", "short read"});
+    EXPECT_EQ(reader.wait(good2).length, 5000u);  // a failed span disturbs no other
+  }
+}
+
+TEST(SpanReader, FileTruncatedAfterOpenGivesErrorNotHang) {
+  ScratchDir dir;
+  for (const Mode& m : kModes) {
+    SCOPED_TRACE(m.name);
+    auto p = dir.write("t.bin", testing::pattern_bytes(3 << 20, 6));
+    SpanReader reader({p}, options_for(m, 4, 256 << 10));
+    ASSERT_EQ(truncate(p.c_str(), 1 << 20), 0);
+    uint64_t t = reader.submit(0, 1000, (2 << 20) + 5);
+    expect_error_naming([&] { reader.wait(t); }, {p, "offset 1000", "length 2097157", "short read"});
+    // Still usable afterwards for bytes that exist.
+    auto expect = pread_span(p, 100, 5000);
+    Completed c = reader.wait(reader.submit(0, 100, 5000));
+    EXPECT_EQ(std::memcmp(c.data, expect.data(), 5000), 0);
+  }
+}
+
+TEST(SpanReader, ReadErrorIsReportedWithTheSystemMessage) {
+  ScratchDir dir;  // reading a directory fails with EISDIR: a stand-in for EIO
+  for (const Mode& m : kModes) {
+    SCOPED_TRACE(m.name);
+    SpanReader reader({dir.path}, options_for(m));
+    uint64_t t = reader.submit(0, 0, 100);
+    expect_error_naming([&] { reader.wait_any(); },
+                        {dir.path, "offset 0 length 100", std::strerror(EISDIR)});
+    (void)t;
+  }
+}
+
+// A read that never completes (a FIFO nobody writes stands in for a hung
+// device) must end in an error after timeout_ms, not a hang.
+TEST(SpanReader, StalledReadTimesOutWithAnError) {
+  ScratchDir dir;
+  std::string fifo = dir.path + "/stall.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  int keep_open = open(fifo.c_str(), O_RDWR);  // a writer that never writes
+  ASSERT_GE(keep_open, 0);
+  {
+    SpanReaderOptions o = options_for(kModes[0]);
+    o.timeout_ms = 200;
+    SpanReader reader({fifo}, o);
+    if (!reader.using_io_uring()) {
+      close(keep_open);
+      GTEST_SKIP() << "pread on a FIFO fails at once (ESPIPE); the stall needs io_uring";
+    }
+    uint64_t t = reader.submit(0, 0, 4096);
+    expect_error_naming([&] { reader.wait(t); }, {"no read completed in 200 ms", fifo});
+    expect_error_naming([&] { reader.submit(0, 0, 10); }, {"unusable"});
+  }  // destruction gives up on the stalled read after timeout_ms, keeping its buffer
+  close(keep_open);
+}
+
+TEST(SpanReader, OpenErrorsNameThePath) {
+  expect_error_naming([] { SpanReader r({"/nonexistent/sluice/x.bin"}); },
+                      {"/nonexistent/sluice/x.bin", "cannot open"});
+  SpanReaderOptions bad;
+  bad.chunk_bytes = 1000;
+  expect_error_naming([&] { SpanReader r({}, bad); }, {"chunk_bytes"});
+}
+
+TEST(SpanReader, EnvironmentForcesFallbacks) {
+  ScratchDir dir;
+  auto p = dir.write("f.bin", testing::pattern_bytes(50000, 8));
+  // Restore whatever the caller's environment said afterwards.
+  std::string saved[2];
+  bool had[2];
+  const char* names[2] = {"SLUICE_NO_URING", "SLUICE_NO_DIRECT"};
+  for (int i = 0; i < 2; i++) {
+    const char* v = std::getenv(names[i]);
+    had[i] = v != nullptr;
+    if (v) saved[i] = v;
+    setenv(names[i], "1", 1);
+  }
+  {
+    SpanReader reader({p});
+    EXPECT_FALSE(reader.using_io_uring());
+    EXPECT_FALSE(reader.file_is_direct(0));
+    auto expect = pread_span(p, 777, 40000);
+    Completed c = reader.wait(reader.submit(0, 777, 40000));
+    EXPECT_EQ(std::memcmp(c.data, expect.data(), 40000), 0);
+  }
+  for (int i = 0; i < 2; i++) {
+    if (had[i])
+      setenv(names[i], saved[i].c_str(), 1);
+    else
+      unsetenv(names[i]);
+  }
+  SpanReader reader({p});
+  EXPECT_EQ(reader.using_io_uring(), testing::uring_expected(true));
+}
+
+TEST(SpanReader, ZeroLengthSpanCompletesAtOnce) {
+  ScratchDir dir;
+  auto p = dir.write("f.bin", testing::pattern_bytes(100, 9));
+  SpanReader reader({p});
+  Completed c = reader.wait(reader.submit(0, 50, 0));
+  EXPECT_EQ(c.length, 0u);
+}
+
+TEST(SpanReader, DestructionWithReadsInFlightIsSafe) {
+  ScratchDir dir;
+  auto p = dir.write("f.bin", testing::pattern_bytes(2 << 20, 10));
+  for (const Mode& m : kModes) {
+    SpanReader reader({p}, options_for(m, 16, 64 << 10));
+    for (int i = 0; i < 50; i++) reader.submit(0, uint64_t(i) * 1000, 1 << 20);
+  }  // ~SpanReader waits for the kernel before freeing buffers (ASan checks)
+}
+
+// Page cache: after reads, none of the read range may be resident. On a disk
+// file system the file is opened O_DIRECT; where it is not (or when forced)
+// the buffered path must drop the pages itself.
+TEST(SpanReader, ReadsLeaveThePageCacheClean) {
+  ScratchDir dir;
+  // Large enough that readahead past a span's end (up to read_ahead_kb, 8 MB
+  // on some machines) stays inside the file and would be counted.
+  const uint64_t size = 40 << 20;
+  auto p = dir.write("cache.bin", testing::pattern_bytes(size, 11));
+  const size_t pages = size / page_bytes();
+
+  // The check itself must be able to fail: a plain buffered read caches pages.
+  drop_cached_pages(p);
+  ASSERT_EQ(resident_pages(p), 0u) << dir.path << " cannot drop pages (tmpfs?)";
+  pread_span(p, 0, size);
+  ASSERT_GT(resident_pages(p), pages / 2);
+  drop_cached_pages(p);
+  ASSERT_EQ(resident_pages(p), 0u);
+
+  for (const Mode& m : kModes) {
+    SCOPED_TRACE(m.name);
+    SpanReader reader({p}, options_for(m, 8, 256 << 10));
+    Rng rng(12);
+    for (int i = 0; i < 24; i++) {  // spans anywhere in the first 16 MB
+      uint64_t len = 1 + rng.below(3 << 20);
+      reader.submit(0, rng.below((16 << 20) - len), len);
+    }
+    while (reader.outstanding()) reader.wait_any();
+    size_t resident = resident_pages(p);
+    if (reader.file_is_direct(0)) {
+      EXPECT_EQ(resident, 0u) << "O_DIRECT reads populated the page cache";
+    } else {
+      EXPECT_EQ(resident, 0u) << "buffered fallback left pages (readahead?)";
+    }
+    drop_cached_pages(p);  // next mode starts clean even if this one failed
+  }
+}
+
+TEST(PageCache, ResidentPagesCountsARange) {
+  ScratchDir dir;
+  auto p = dir.write("r.bin", testing::pattern_bytes(1 << 20, 13));
+  drop_cached_pages(p);
+  ASSERT_EQ(resident_pages(p), 0u);
+  pread_span(p, 0, 64 << 10);
+  size_t in_head = resident_pages(p, 0, 64 << 10);
+  EXPECT_EQ(in_head, (64u << 10) / page_bytes());
+  // Readahead may cache a little beyond, but not the far end of the file.
+  EXPECT_EQ(resident_pages(p, 768 << 10, 256 << 10), 0u);
+  EXPECT_EQ(resident_pages(p, 5 << 20, 10), 0u);  // past the end: nothing
+  expect_error_naming([] { resident_pages("/nonexistent/sluice/y"); }, {"/nonexistent/sluice/y"});
+}
+
+}  // namespace
+}  // namespace sluice
