@@ -1,6 +1,7 @@
 // serve/request.cpp — checking OpenAI requests (serve/request.h).
 #include "serve/request.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -90,9 +91,27 @@ const std::string& get_string(const json& v, const std::string& param) {
   return v.get_ref<const std::string&>();
 }
 
-void check_known(const json& body, const std::set<std::string>& known) {
-  for (auto& [k, v] : body.items())
-    if (!known.count(k)) refuse(k, "Unrecognized request argument supplied: " + k, "unknown_parameter");
+// Fields vLLM, llama.cpp or SGLang clients send that sluice does not implement;
+// lenient mode ignores them (and says so in the log).
+const std::set<std::string> kVendorFields = {
+    "min_p", "repetition_penalty", "chat_template_kwargs", "typical_p", "top_a", "tfs_z", "mirostat",
+    "mirostat_tau", "mirostat_eta", "min_tokens", "length_penalty", "use_beam_search", "skip_special_tokens",
+    "spaces_between_special_tokens", "include_stop_str_in_output", "add_generation_prompt", "continue_final_message",
+    "cache_prompt", "n_probs", "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n",
+    "xtc_probability", "xtc_threshold", "repeat_penalty", "repeat_last_n", "penalize_nl", "truncate_prompt_tokens",
+    "guided_json", "guided_regex", "guided_choice", "guided_grammar", "grammar", "chat_template",
+    "documents", "priority", "best_of_n", "enable_thinking", "thinking", "separate_reasoning", "top_n_sigma"};
+
+void check_known(const json& body, const std::set<std::string>& known, const Limits& lim, GenerationRequest& r) {
+  for (auto& [k, v] : body.items()) {
+    if (known.count(k)) continue;
+    if (lim.lenient && kVendorFields.count(k)) {
+      r.ignored.push_back(k);
+      continue;
+    }
+    std::string hint = kVendorFields.count(k) ? " (sluice does not implement it; the server's lenient mode ignores it)" : "";
+    refuse(k, "Unrecognized request argument supplied: " + k + hint, "unknown_parameter");
+  }
 }
 
 void parse_model(const json& body, const Limits& lim, GenerationRequest& r) {
@@ -148,8 +167,11 @@ void parse_common(const json& body, const Limits& lim, GenerationRequest& r) {
     } else {
       wrong_type("stop", s, "a string or an array of strings");
     }
-    for (auto& x : r.stop)
+    for (auto& x : r.stop) {
       if (x.empty()) refuse("stop", "Invalid 'stop': stop sequences must not be empty.");
+      if (x.size() > kMaxStopLength)
+        refuse("stop", "Invalid 'stop': a stop sequence is at most " + std::to_string(kMaxStopLength) + " bytes.");
+    }
   }
 
   if (present(body, "n") && get_int(body["n"], "n", 1, 128) != 1)
@@ -272,8 +294,26 @@ void check_messages(const json& msgs) {
   }
 }
 
+// none | low | medium | high | max; lenient mode maps OpenAI's "minimal" to low.
+void set_reasoning_effort(const std::string& e, const std::string& param, const Limits& lim, GenerationRequest& r) {
+  if (e == "none") {
+    r.thinking = false;
+  } else if (e == "low" || e == "medium" || e == "high" || e == "max") {
+    r.reasoning_effort = e;
+  } else if (e == "minimal" && lim.lenient) {
+    r.reasoning_effort = "low";
+    r.ignored.push_back(param + "=minimal (as low)");
+  } else {
+    refuse(param, "Invalid value: '" + e +
+                      "'. Supported values are: 'none' (no thinking), 'low', 'medium', 'high' and 'max'" +
+                      (e == "minimal" ? " ('minimal' is taken as 'low' in the server's lenient mode)." : "."));
+  }
+}
+
 void check_tools(const json& tools) {
   if (!tools.is_array()) wrong_type("tools", tools, "an array");
+  if (tools.size() > kMaxTools)
+    refuse("tools", "Invalid 'tools': at most " + std::to_string(kMaxTools) + " tools are allowed.", "array_above_max_length");
   for (size_t i = 0; i < tools.size(); i++) {
     const std::string tw = "tools[" + std::to_string(i) + "]";
     const json& t = tools[i];
@@ -285,7 +325,12 @@ void check_tools(const json& tools) {
     const json& f = t["function"];
     if (!f.contains("name")) refuse(tw + ".function.name", "Missing required parameter: '" + tw + ".function.name'.",
                                     "missing_required_parameter");
-    get_string(f["name"], tw + ".function.name");
+    const std::string& name = get_string(f["name"], tw + ".function.name");
+    bool ok_name = !name.empty() && name.size() <= kMaxToolNameLength;
+    for (char ch : name) ok_name = ok_name && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-');
+    if (!ok_name)
+      refuse(tw + ".function.name", "Invalid '" + tw + ".function.name': a tool name is 1 to " +
+                                        std::to_string(kMaxToolNameLength) + " letters, digits, '_' or '-'.");
     if (f.contains("parameters") && !f["parameters"].is_object())
       wrong_type(tw + ".function.parameters", f["parameters"], "an object");
   }
@@ -295,13 +340,14 @@ void check_tools(const json& tools) {
 
 GenerationRequest parse_chat_request(const json& body, const Limits& lim) {
   if (!body.is_object()) refuse("", "The request body must be a JSON object.", "invalid_type");
+  GenerationRequest r;
   check_known(body, {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
                      "seed", "stop", "n", "stream", "stream_options", "logprobs", "top_logprobs",
                      "reasoning_effort", "presence_penalty", "frequency_penalty", "logit_bias", "user", "tools",
                      "tool_choice", "parallel_tool_calls", "response_format", "metadata", "store", "service_tier",
                      "modalities", "audio", "prediction", "functions", "function_call", "web_search_options",
-                     "safety_identifier", "prompt_cache_key", "verbosity", "return_token_ids", "ignore_eos"});
-  GenerationRequest r;
+                     "safety_identifier", "prompt_cache_key", "verbosity", "return_token_ids", "ignore_eos"},
+              lim, r);
   r.endpoint = Endpoint::chat;
   parse_model(body, lim, r);
   if (!body.contains("messages"))
@@ -316,18 +362,8 @@ GenerationRequest parse_chat_request(const json& body, const Limits& lim) {
     if (!r.logprobs) refuse("top_logprobs", "top_logprobs requires logprobs to be true.");
   }
 
-  if (present(body, "reasoning_effort")) {
-    const std::string& e = get_string(body["reasoning_effort"], "reasoning_effort");
-    if (e == "none") {
-      r.thinking = false;
-    } else if (e == "low" || e == "medium" || e == "high" || e == "max") {
-      r.reasoning_effort = e;
-    } else {
-      refuse("reasoning_effort", "Invalid value: '" + e +
-                                     "'. Supported values are: 'none' (no thinking), 'low', 'medium', 'high' and "
-                                     "'max'.");
-    }
-  }
+  if (present(body, "reasoning_effort"))
+    set_reasoning_effort(get_string(body["reasoning_effort"], "reasoning_effort"), "reasoning_effort", lim, r);
 
   if (present(body, "tools")) {
     check_tools(body["tools"]);
@@ -388,11 +424,13 @@ GenerationRequest parse_chat_request(const json& body, const Limits& lim) {
 
 GenerationRequest parse_completion_request(const json& body, const Limits& lim) {
   if (!body.is_object()) refuse("", "The request body must be a JSON object.", "invalid_type");
+  GenerationRequest r;
   check_known(body, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "n",
                      "stream", "stream_options", "logprobs", "echo", "suffix", "best_of", "presence_penalty",
-                     "frequency_penalty", "logit_bias", "user", "return_token_ids", "ignore_eos"});
-  GenerationRequest r;
+                     "frequency_penalty", "logit_bias", "user", "return_token_ids", "ignore_eos"},
+              lim, r);
   r.endpoint = Endpoint::completions;
+  r.api = Api::completions;
   parse_model(body, lim, r);
   if (!present(body, "prompt"))
     refuse("prompt", "Missing required parameter: 'prompt'.", "missing_required_parameter");
@@ -428,6 +466,104 @@ GenerationRequest parse_completion_request(const json& body, const Limits& lim) 
   if (present(body, "suffix")) unsupported("suffix", "insertion is not implemented.");
   if (present(body, "best_of") && get_int(body["best_of"], "best_of", 1, 20) != 1)
     unsupported("best_of", "it generates one choice per request.");
+  return r;
+}
+
+GenerationRequest parse_responses_request(const json& body, const Limits& lim) {
+  if (!body.is_object()) refuse("", "The request body must be a JSON object.", "invalid_type");
+  GenerationRequest r;
+  check_known(body, {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "top_k", "seed",
+                     "stream", "reasoning", "store", "metadata", "user", "text", "truncation", "parallel_tool_calls",
+                     "service_tier", "safety_identifier", "prompt_cache_key", "stream_options"},
+              lim, r);
+  r.endpoint = Endpoint::chat;
+  r.api = Api::responses;
+  parse_model(body, lim, r);
+  // The same checks as chat, on the fields both have.
+  json common = json::object();
+  for (const char* k : {"temperature", "top_p", "top_k", "seed", "stream", "user"})
+    if (body.contains(k)) common[k] = body[k];
+  if (present(body, "max_output_tokens")) common["max_tokens"] = body["max_output_tokens"];
+  try {
+    parse_common(common, lim, r);
+  } catch (ApiError& e) {
+    if (e.param == "max_tokens") e.param = "max_output_tokens";
+    throw;
+  }
+  if (present(body, "stream_options")) {
+    const json& o = body["stream_options"];
+    if (!o.is_object()) wrong_type("stream_options", o, "an object");
+  }
+
+  json messages = json::array();
+  if (present(body, "instructions"))
+    messages.push_back({{"role", "system"}, {"content", get_string(body["instructions"], "instructions")}});
+  if (!present(body, "input")) refuse("input", "Missing required parameter: 'input'.", "missing_required_parameter");
+  const json& in = body["input"];
+  if (in.is_string()) {
+    messages.push_back({{"role", "user"}, {"content", in}});
+  } else if (in.is_array()) {
+    for (size_t i = 0; i < in.size(); i++) {
+      const std::string w = "input[" + std::to_string(i) + "]";
+      const json& m = in[i];
+      if (!m.is_object()) wrong_type(w, m, "an object");
+      if (m.contains("type") && get_string(m["type"], w + ".type") != "message")
+        unsupported(w + ".type", "input items other than messages are not implemented.");
+      if (!m.contains("role")) refuse(w + ".role", "Missing required parameter: '" + w + ".role'.",
+                                      "missing_required_parameter");
+      const std::string& role = get_string(m["role"], w + ".role");
+      if (role != "user" && role != "assistant" && role != "system" && role != "developer")
+        refuse(w + ".role", "Invalid value: '" + role +
+                                "'. Supported values are: 'user', 'assistant', 'system' and 'developer'.");
+      if (!m.contains("content"))
+        refuse(w + ".content", "Missing required parameter: '" + w + ".content'.", "missing_required_parameter");
+      const json& c = m["content"];
+      std::string text;
+      if (c.is_string()) {
+        text = c.get<std::string>();
+      } else if (c.is_array()) {
+        for (size_t j = 0; j < c.size(); j++) {
+          const std::string pw = w + ".content[" + std::to_string(j) + "]";
+          const json& part = c[j];
+          if (!part.is_object()) wrong_type(pw, part, "an object");
+          const std::string& type = part.contains("type") ? get_string(part["type"], pw + ".type") : "";
+          if (type != "input_text" && type != "output_text" && type != "text")
+            unsupported(pw + ".type", "only text parts (input_text, output_text) are implemented.");
+          if (!part.contains("text")) refuse(pw + ".text", "Missing required parameter: '" + pw + ".text'.",
+                                             "missing_required_parameter");
+          text += get_string(part["text"], pw + ".text");
+        }
+      } else {
+        wrong_type(w + ".content", c, "a string or an array of content parts");
+      }
+      messages.push_back({{"role", role}, {"content", text}});
+    }
+    if (in.empty()) refuse("input", "Invalid 'input': empty array.", "empty_array");
+  } else {
+    wrong_type("input", in, "a string or an array of messages");
+  }
+  r.messages = std::move(messages);
+
+  if (present(body, "reasoning")) {
+    const json& re = body["reasoning"];
+    if (!re.is_object()) wrong_type("reasoning", re, "an object");
+    for (auto& [k, v] : re.items()) {
+      if (k == "effort") {
+        if (!v.is_null()) set_reasoning_effort(get_string(v, "reasoning.effort"), "reasoning.effort", lim, r);
+      } else if (k != "summary" && k != "generate_summary") {
+        refuse("reasoning." + k, "Unrecognized request argument supplied: reasoning." + k, "unknown_parameter");
+      }
+    }
+  }
+  if (present(body, "text")) {
+    const json& t = body["text"];
+    if (!t.is_object()) wrong_type("text", t, "an object");
+    if (t.contains("format") && t["format"].is_object() && t["format"].value("type", "text") != "text")
+      unsupported("text.format", "only plain text output is implemented here (use /v1/chat/completions).");
+  }
+  if (present(body, "store") && get_bool(body["store"], "store"))
+    unsupported("store", "sluice stores nothing (send store: false).");
+  if (present(body, "metadata") && !body["metadata"].is_object()) wrong_type("metadata", body["metadata"], "an object");
   return r;
 }
 

@@ -17,14 +17,27 @@ struct Limits {
   int max_tokens = 4096;        // per request; larger requests are refused
   int vocab_size = 0;           // token-id prompts must be below it
   int64_t context_length = 0;   // prompt + completion must fit
+  // Lenient: sampling fields other servers (vLLM, llama.cpp) take and sluice does
+  // not implement (min_p, repetition_penalty, chat_template_kwargs, ...) are
+  // ignored and listed in GenerationRequest::ignored, and reasoning_effort
+  // "minimal" means "low". Strict: both are refused (400), like OpenAI does.
+  bool lenient = false;
 };
 
+// Bounds on request fields (the body size and the prompt-token cap bound the rest).
+constexpr size_t kMaxToolNameLength = 64;  // OpenAI's rule: [a-zA-Z0-9_-]{1,64}
+constexpr size_t kMaxTools = 128;
+constexpr size_t kMaxStopLength = 1024;
+
 enum class Endpoint { chat, completions };
+enum class Api { chat_completions, completions, responses };  // the route a request came in on
 
 // A checked request, with every default filled in.
 struct GenerationRequest {
-  Endpoint endpoint = Endpoint::chat;
+  Endpoint endpoint = Endpoint::chat;  // how the prompt is made (responses: chat)
+  Api api = Api::chat_completions;     // the shape of the reply
   std::string model;
+  std::vector<std::string> ignored;    // lenient mode: fields ignored (for the log)
 
   json messages;                  // chat: the messages, checked (roles, text-only content)
   std::vector<int> prompt_ids;    // completions: a token-id prompt
@@ -55,5 +68,9 @@ void check_json_depth(std::string_view text, int max_depth);
 // Throw ApiError on anything they cannot honour. The seed is left at 0 when not given.
 GenerationRequest parse_chat_request(const json& body, const Limits& lim);
 GenerationRequest parse_completion_request(const json& body, const Limits& lim);
+// The Responses API, minimal: `input` (a string, or messages with text parts),
+// `instructions`, sampling, `max_output_tokens`, `reasoning.effort`, `stream`.
+// Becomes a chat request with api = Api::responses.
+GenerationRequest parse_responses_request(const json& body, const Limits& lim);
 
 }  // namespace sluice::serve

@@ -110,4 +110,46 @@ json usage_chunk_json(const ReplyHeader& h, Endpoint e, const Usage& u) {
   return j;
 }
 
+json responses_object(const ReplyHeader& h, const std::string& status, const json& output, const json& usage) {
+  return {{"id", h.id},
+          {"object", "response"},
+          {"created_at", h.created},
+          {"status", status},
+          {"model", h.model},
+          {"output", output},
+          {"usage", usage},
+          {"error", nullptr},
+          {"incomplete_details", nullptr},
+          {"instructions", nullptr},
+          {"metadata", json::object()},
+          {"parallel_tool_calls", true},
+          {"tool_choice", "auto"},
+          {"tools", json::array()},
+          {"text", {{"format", {{"type", "text"}}}}}};
+}
+
+json responses_message(const std::string& id, const std::string& text, bool done) {
+  json content = json::array();
+  if (done) content.push_back({{"type", "output_text"}, {"text", text}, {"annotations", json::array()}});
+  return {{"type", "message"},
+          {"id", id},
+          {"status", done ? "completed" : "in_progress"},
+          {"role", "assistant"},
+          {"content", content}};
+}
+
+json responses_json(const ReplyHeader& h, const ReplyBody& b, const std::string& message_id) {
+  const Usage& u = b.usage;
+  json usage = {{"input_tokens", u.prompt_tokens},
+                {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+                {"output_tokens", u.completion_tokens},
+                {"output_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
+                {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  const bool complete = b.finish_reason != "length";
+  json j = responses_object(h, complete ? "completed" : "incomplete",
+                            json::array({responses_message(message_id, b.content, true)}), usage);
+  if (!complete) j["incomplete_details"] = {{"reason", "max_output_tokens"}};
+  return j;
+}
+
 }  // namespace sluice::serve

@@ -57,4 +57,10 @@ json completion_chunk_json(const ReplyHeader& h, const std::string& text, const 
                            const json& finish_reason, bool include_usage);
 json usage_chunk_json(const ReplyHeader& h, Endpoint e, const Usage& u);
 
+// The Responses API (minimal): a response object with one message item of output_text.
+// status: in_progress | completed | incomplete (finish_reason "length").
+json responses_object(const ReplyHeader& h, const std::string& status, const json& output, const json& usage);
+json responses_message(const std::string& id, const std::string& text, bool done);
+json responses_json(const ReplyHeader& h, const ReplyBody& b, const std::string& message_id);
+
 }  // namespace sluice::serve

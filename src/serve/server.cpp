@@ -1,30 +1,193 @@
 #include "serve/server.h"
 
+#include <sys/socket.h>
+
+#include <cstdlib>
+
 #include "base/error.h"
+#include "serve/guard.h"
 #include "serve/server_impl.h"
+#include "serve/socket.h"
 
 namespace sluice::serve {
 
-void Server::Impl::authorize(const httplib::Request& req) const {
-  if (opt.api_key.empty()) return;
+const char* server_version() {
+#ifdef SLUICE_VERSION
+  return SLUICE_VERSION;
+#else
+  return "0.2.0";
+#endif
+}
+
+Server::Impl::Impl(ServerOptions o)
+    : opt(std::move(o)), sched(opt.queue), id_rng(std::random_device{}() ^ uint64_t(unix_now())) {
+  lim.model_id = opt.model_id;
+  lim.max_tokens = opt.max_tokens;
+  lim.lenient = opt.lenient;
+  declare_metrics();
+  routes();
+}
+
+void Server::Impl::attach(Model& m, const text::Tokenizer& t) {
+  model = &m;
+  tok = &t;
+  session = std::make_unique<Session>(m);
+  cache = std::make_unique<PrefixCache>(opt.state_cache_bytes);
+  if (opt.model_id.empty()) opt.model_id = basename_of(m.ck.dir);
+  lim.model_id = opt.model_id;
+  lim.vocab_size = m.config().vocab_size;
+  lim.context_length = m.config().max_position_embeddings;
+  ready = true;  // publishes the fields above
+}
+
+void Server::Impl::guard(const httplib::Request& req, bool open) const {
+  if (!host_allowed(req.get_header_value("Host"), opt.host, opt.allowed_hosts))
+    throw ApiError{403,
+                   "The Host header '" + req.get_header_value("Host") +
+                       "' is not an address of this server (a DNS-rebinding guard); start it with --allowed-hosts "
+                       "to accept that name.",
+                   "invalid_request_error", "", "host_not_allowed"};
+  if (open || opt.api_key.empty()) return;
   std::string auth = req.get_header_value("Authorization");
   if (auth.empty())
     throw ApiError{401,
                    "You didn't provide an API key. You need to provide your API key in an Authorization header "
                    "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
                    "invalid_request_error", "", "missing_api_key"};
-  const std::string want = "Bearer " + opt.api_key;
-  // Compare every byte, so the time taken says nothing about the key.
-  unsigned diff = auth.size() != want.size();
-  for (size_t i = 0; i < auth.size(); i++) diff |= unsigned(auth[i]) ^ unsigned(want[i % want.size()]);
-  if (diff) throw ApiError{401, "Incorrect API key provided.", "invalid_request_error", "", "invalid_api_key"};
+  if (!bearer_matches(auth, opt.api_key))
+    throw ApiError{401, "Incorrect API key provided.", "invalid_request_error", "", "invalid_api_key"};
+}
+
+void Server::Impl::drop_body(const httplib::Request& req, httplib::Response& res,
+                             const httplib::ContentReader* reader) const {
+  const std::string length = req.get_header_value("Content-Length");
+  const bool small = !req.has_header("Content-Encoding") && !req.has_header("Transfer-Encoding") &&
+                     !req.is_multipart_form_data() && !length.empty() &&
+                     std::strtoull(length.c_str(), nullptr, 10) <= kDrainLimit;
+  if (reader && small) {
+    (*reader)([](const char*, size_t) { return true; });
+    return;
+  }
+  // Closing with the body unread: no reading, no decompressing, for a client that was refused.
+  res.set_header("Connection", "close");
+  int fd = find_connection_fd(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  if (fd >= 0) ::shutdown(fd, SHUT_RD);
+}
+
+std::string Server::Impl::read_body(const httplib::Request& req, httplib::Response& res,
+                                    const httplib::ContentReader& reader) {
+  std::string body;
+  bool over = false;
+  // The receiver sees the body decoded (chunks joined, gzip/deflate inflated) a piece at a
+  // time, so the limit holds for what is decoded, not for what was sent.
+  bool ok = reader([&](const char* data, size_t n) {
+    if (body.size() + n > opt.max_request_bytes) {
+      over = true;
+      return false;
+    }
+    body.append(data, n);
+    return true;
+  });
+  if (over || res.status == 413) {
+    // cpp-httplib refused a Content-Length over the limit itself and skips that body;
+    // a chunked or compressed one over the limit is left unread and the connection closed.
+    if (over)
+      drop_body(req, res, nullptr);
+    else
+      res.set_header("Connection", "close");
+    throw ApiError{413,
+                   "The request body is larger than this server accepts (" + std::to_string(opt.max_request_bytes) +
+                       " bytes decoded, --max-request-bytes).",
+                   "invalid_request_error", "", "request_too_large"};
+  }
+  if (!ok) {
+    drop_body(req, res, nullptr);
+    throw ApiError{400, "The request body could not be read (bad chunking or compression?).",
+                   "invalid_request_error", "", "invalid_body"};
+  }
+  return body;
+}
+
+void Server::Impl::handle_post(const httplib::Request& req, httplib::Response& res,
+                               const httplib::ContentReader* reader, Api api) {
+  try {
+    guard(req, false);
+    if (!is_json_media_type(req.get_header_value("Content-Type"))) {
+      drop_body(req, res, reader);
+      throw ApiError{415,
+                     "Content-Type must be application/json (got '" + req.get_header_value("Content-Type") + "').",
+                     "invalid_request_error", "", "unsupported_media_type"};
+    }
+    if (!ready) {
+      drop_body(req, res, reader);
+      throw loading();
+    }
+  } catch (const ApiError& e) {
+    if (e.status == 401 || e.status == 403) drop_body(req, res, reader);
+    if (e.status == 503) res.set_header("Retry-After", "5");
+    send_error(res, e);
+    return;
+  }
+  std::string body;
+  if (reader) {
+    try {
+      body = read_body(req, res, *reader);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+      return;
+    }
+  }
+  handle_generation(req, res, body, api);
+}
+
+void Server::Impl::finish_request(const httplib::Request& req, const httplib::Response& res) {
+  RequestContext& c = request_context();
+  RequestLog& log = c.log;
+  if (log.method.empty()) {  // refused before routing (a malformed request line or headers)
+    log.method = req.method;
+    log.path = req.path;
+    log.remote = req.remote_addr;
+  }
+  log.status = res.status;
+  if (c.t0 != Clock::time_point{}) log.seconds = seconds_since(c.t0);
+  const std::string line = opt.log_json ? log.json_line() : log.text();
+  std::fprintf(stderr, "%s\n", line.c_str());  // one write per line
+  static const char* const kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models",
+                                        "/health", "/metrics"};
+  std::string route = "other";
+  for (const char* r : kRoutes)
+    if (req.path == r) route = r;
+  if (req.path.rfind("/v1/models/", 0) == 0) route = "/v1/models/{id}";
+  metrics.add("sluice_requests_total", 1, {{"route", route}, {"status", std::to_string(res.status)}});
+  if (log.seconds >= 0) metrics.observe("sluice_request_duration_seconds", log.seconds);
+  watch.set_busy(req.remote_addr, req.remote_port, false);
+  c = RequestContext{};
 }
 
 void Server::Impl::routes() {
-  // Waiting requests hold a thread each; the spare ones answer 429s, /health and
-  // idle keep-alive connections meanwhile.
-  http.new_task_queue = [n = size_t(opt.queue) + 1 + 64] { return new httplib::ThreadPool(n); };
+  // Waiting requests and slow clients hold a thread each; the spare ones answer 429s,
+  // /health and idle keep-alive connections meanwhile.
+  const size_t threads = size_t(std::max(opt.max_connections, opt.queue + 8));
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(opt.max_request_bytes);
+  // Exclusive bind: cpp-httplib's default also sets SO_REUSEPORT, with which a second
+  // server on the same port starts silently and the two share the connections.
+  http.set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);  // restarts despite TIME_WAIT
+    listen_fd = sock;
+  });
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response&) {
+    RequestContext& c = request_context();
+    c = RequestContext{};
+    c.t0 = Clock::now();
+    c.log.method = req.method;
+    c.log.path = req.path;
+    c.log.remote = req.remote_addr;
+    watch.set_busy(req.remote_addr, req.remote_port, true);
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) { finish_request(req, res); });
   http.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
@@ -40,19 +203,33 @@ void Server::Impl::routes() {
           e.message = "HTTP error " + std::to_string(res.status) + ".";
           if (res.status >= 500) e.type = "server_error";
         }
-        res.set_content(dump(error_body(e)), "application/json");
+        send_error(res, e);
         return httplib::Server::HandlerResponse::Handled;
       }));
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     send_error(res, ApiError{500, "Internal server error.", "server_error", "", ""});
   });
 
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  http.Get("/health", [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      guard(req, true);
+    } catch (const ApiError& e) {
+      return send_error(res, e);
+    }
+    if (!ready) res.status = 503;
     res.set_content(dump(stats()), "application/json");
+  });
+  http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      guard(req, false);
+    } catch (const ApiError& e) {
+      return send_error(res, e);
+    }
+    res.set_content(metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
   });
   http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     try {
-      authorize(req);
+      guard(req, false);
       res.set_content(dump({{"object", "list"}, {"data", json::array({model_json()})}}), "application/json");
     } catch (const ApiError& e) {
       send_error(res, e);
@@ -60,7 +237,7 @@ void Server::Impl::routes() {
   });
   http.Get("/v1/models/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
     try {
-      authorize(req);
+      guard(req, false);
       if (req.matches[1] != opt.model_id)
         throw ApiError{404, "The model '" + std::string(req.matches[1]) + "' does not exist.",
                        "invalid_request_error", "model", "model_not_found"};
@@ -69,21 +246,54 @@ void Server::Impl::routes() {
       send_error(res, e);
     }
   });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generation(req, res, Endpoint::chat);
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generation(req, res, Endpoint::completions);
-  });
+  const std::pair<const char*, Api> posts[] = {{"/v1/chat/completions", Api::chat_completions},
+                                               {"/v1/completions", Api::completions},
+                                               {"/v1/responses", Api::responses}};
+  for (auto& [path, api] : posts) {
+    // With a body (the reader decodes it as it is read) ...
+    http.Post(path, [this, api = api](const httplib::Request& req, httplib::Response& res,
+                                      const httplib::ContentReader& reader) { handle_post(req, res, &reader, api); });
+    // ... and without one (Content-Length: 0).
+    http.Post(path, [this, api = api](const httplib::Request& req, httplib::Response& res) {
+      handle_post(req, res, nullptr, api);
+    });
+  }
+  // Any other request with a body is refused without reading it: cpp-httplib would
+  // otherwise read it whole (chunked bodies without a size limit) before its 404.
+  auto unknown = [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+    ApiError e{404, "Invalid URL (" + req.method + " " + req.path + ")", "invalid_request_error", "", ""};
+    try {
+      guard(req, true);
+    } catch (const ApiError& g) {
+      e = g;
+    }
+    drop_body(req, res, &reader);
+    send_error(res, e);
+  };
+  http.Post(".*", unknown);
+  http.Put(".*", unknown);
+  http.Patch(".*", unknown);
+  http.Delete(".*", unknown);
 }
 
-Server::Server(Model& model, const text::Tokenizer& tok, ServerOptions opt)
-    : impl_(std::make_unique<Impl>(model, tok, std::move(opt))) {
+Server::Server(ServerOptions opt) : impl_(std::make_unique<Impl>(std::move(opt))) {
   if (impl_->opt.queue < 0) fail("serve", "--queue must be >= 0");
   if (impl_->opt.max_tokens < 1) fail("serve", "--max-tokens must be >= 1");
+  if (impl_->opt.max_prompt_tokens < 1) fail("serve", "--max-prompt-tokens must be >= 1");
+}
+
+Server::Server(Model& model, const text::Tokenizer& tok, ServerOptions opt) : Server(std::move(opt)) {
+  attach(model, tok);
 }
 
 Server::~Server() = default;
+
+void Server::set_loading(const std::string& phase) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->loading_phase = phase;
+}
+
+void Server::attach(Model& model, const text::Tokenizer& tok) { impl_->attach(model, tok); }
 
 void Server::bind() {
   Impl& s = *impl_;
@@ -92,16 +302,31 @@ void Server::bind() {
     s.bound_port = s.http.bind_to_any_port(s.opt.host);
   else
     s.bound_port = s.http.bind_to_port(s.opt.host, s.opt.port) ? s.opt.port : -1;
-  if (s.bound_port <= 0) fail(where, "cannot listen (address in use, or not an address of this machine?)");
+  if (s.bound_port <= 0)
+    fail(where, "cannot listen: the port is in use (another server?) or the address is not one of this machine's");
+  // cpp-httplib listens with a backlog of 5: bursts of clients got "connection reset".
+  if (s.listen_fd >= 0) ::listen(s.listen_fd, 1024);
 }
 
 int Server::port() const { return impl_->bound_port; }
 const std::string& Server::model_id() const { return impl_->opt.model_id; }
 
 void Server::serve() {
-  if (impl_->bound_port <= 0) fail("serve", "bind() first");
-  bool ok = impl_->http.listen_after_bind();
-  if (!ok && !impl_->stopping) fail(impl_->opt.host + ":" + std::to_string(impl_->bound_port), "listening failed");
+  Impl& s = *impl_;
+  if (s.bound_port <= 0) fail("serve", "bind() first");
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    while (!done) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      // Stopping: idle keep-alive connections are closed at once, so serve() need not
+      // wait for their keep-alive timeout.
+      s.watch.sweep(s.bound_port, s.stopping ? 0.0 : s.opt.header_timeout);
+    }
+  });
+  bool ok = s.http.listen_after_bind();
+  done = true;
+  watchdog.join();
+  if (!ok && !s.stopping) fail(s.opt.host + ":" + std::to_string(s.bound_port), "listening failed");
 }
 
 void Server::stop() {
