@@ -201,3 +201,36 @@ test('browser-style requests: text/plain bodies and foreign Host headers are ref
     await open.stop();
   }
 });
+
+test('a retried identical request takes over the running one instead of generating again', async () => {
+  const srv = await startServer(['--prefill-chunk', String(CHUNK), '--test-prefill-delay-ms', String(DELAY),
+                                 '--retry-grace', '5', '--state-cache-mb', '0']);
+  try {
+    const body = { model: MODEL_ID, prompt: longPrompt, max_tokens: 3 };
+    // Two at once: the second waits for the first's reply.
+    const first = post(srv, '/v1/completions', body);
+    await waitFor(async () => (await (await fetch(srv.url + '/health')).json()).generating, 5000, 'the prefill');
+    const second = await post(srv, '/v1/completions', body);
+    const one = await first;
+    assert.equal(one.status, 200);
+    assert.deepEqual(second.body, one.body); // the same reply, id included
+    // A client that times out and retries: the retry picks up the running generation.
+    const abort = new AbortController();
+    const gone = fetch(srv.url + '/v1/completions', {
+      method: 'POST', headers: { 'content-type': 'application/json' }, signal: abort.signal,
+      body: JSON.stringify({ ...body, seed: 7 }),
+    }).catch(() => null);
+    await waitFor(async () => (await (await fetch(srv.url + '/health')).json()).generating, 5000, 'the prefill');
+    abort.abort();
+    await gone;
+    await sleep(500);
+    const retry = await post(srv, '/v1/completions', { ...body, seed: 7 });
+    assert.equal(retry.status, 200);
+    const h = await (await fetch(srv.url + '/health')).json();
+    assert.equal(h.requests.deduplicated, 2);
+    assert.equal(h.requests.completed, 2); // two generations for four requests
+    await waitFor(() => (srv.stderr().match(/ 200 deduplicated/g) || []).length === 2, 5000, 'two deduplicated log lines');
+  } finally {
+    await srv.stop();
+  }
+});
