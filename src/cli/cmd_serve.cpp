@@ -1,17 +1,24 @@
 // sluice serve — the OpenAI-compatible HTTP server (serve/server.h).
-//   sluice serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key KEY]
-//                [--queue N] [--max-tokens N] [--max-request-bytes N]
-// Prints "sluice serve: listening on http://HOST:PORT/v1 ..." on stdout once it
-// accepts connections (--port 0 picks a free port). SIGINT/SIGTERM stop it
-// gracefully: no new connections, waiting requests get 503, the running
-// generation may finish for --shutdown-grace seconds, then it is cancelled
-// (at once on a second signal); exit code 0.
+//   sluice serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key-file FILE] ...
+// Every flag can also come from the environment: --max-tokens from
+// SLUICE_MAX_TOKENS, the key from SLUICE_API_KEY (keeps it out of `ps`), ...
+// The port listens before the model loads (GET /health answers 503 "loading"
+// meanwhile; stderr says so). Once the model is loaded it prints
+// "sluice serve: listening on http://HOST:PORT/v1 ..." on stdout (--port 0 picks
+// a free port). SIGINT/SIGTERM stop it gracefully: no new connections, waiting
+// requests get 503, the running generation may finish for --shutdown-grace
+// seconds, then it is cancelled (at once on a second signal); exit code 0.
 #include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <exception>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -26,11 +33,32 @@ namespace sluice::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, ram_budget;
+  std::string model, ram_budget, api_key_file, log_format = "text", allowed_hosts;
   serve::ServerOptions opt;
   uint64_t state_cache_mb = 2048;
   double shutdown_grace = 10;
+  bool strict = false;
+  int test_load_delay_ms = 0;
 };
+
+std::string read_key_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) fail(path, "cannot read the API key file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string key = ss.str();
+  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
+  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.front()))) key.erase(key.begin());
+  if (key.empty()) fail(path, "the API key file is empty");
+  if (key.find_first_of("\r\n") != std::string::npos) fail(path, "the API key file holds more than one line");
+  return key;
+}
+
+std::string dir_name(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  size_t slash = dir.rfind('/');
+  return slash == std::string::npos ? dir : dir.substr(slash + 1);
+}
 
 int run_serve(ServeArgs& a) {
   // Signals are taken by one thread with sigtimedwait, so every thread blocks them;
@@ -42,18 +70,38 @@ int run_serve(ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a vanished client is an error on write, not a death
 
+  if (!a.api_key_file.empty()) {
+    if (!a.opt.api_key.empty()) fail("serve", "give --api-key (SLUICE_API_KEY) or --api-key-file, not both");
+    a.opt.api_key = read_key_file(a.api_key_file);
+  }
+  if (a.log_format != "text" && a.log_format != "json") fail("--log-format", "expected text or json");
+  a.opt.log_json = a.log_format == "json";
+  a.opt.lenient = !a.strict;
+  std::stringstream hosts(a.allowed_hosts);
+  for (std::string h; std::getline(hosts, h, ',');)
+    if (!h.empty()) a.opt.allowed_hosts.push_back(h);
   a.opt.state_cache_bytes = a.state_cache_mb << 20;
+  if (a.opt.model_id.empty()) a.opt.model_id = dir_name(a.model);
   ModelOptions mopt;
   if (!a.ram_budget.empty()) mopt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   mopt.miss_filler = stream_miss_filler(a.model);
-  auto model = open_model(a.model, mopt);
-  text::Tokenizer tok = text::Tokenizer::load(a.model);
-  serve::Server server(*model, tok, a.opt);
-  server.bind();
-  std::printf("sluice serve: listening on http://%s:%d/v1 (model \"%s\", queue %d, max tokens %d)\n",
-              a.opt.host.c_str(), server.port(), server.model_id().c_str(), a.opt.queue, a.opt.max_tokens);
-  std::fflush(stdout);
 
+  // Declared before the server, so they outlive it.
+  std::unique_ptr<Model> model;
+  std::optional<text::Tokenizer> tok;
+  serve::Server server(a.opt);
+  server.bind();
+  std::fprintf(stderr, "sluice serve: http://%s:%d/ is up; loading the model (GET /health answers 503 until ready)\n",
+               a.opt.host.c_str(), server.port());
+
+  std::exception_ptr http_error;
+  std::thread http([&] {
+    try {
+      server.serve();
+    } catch (...) {
+      http_error = std::current_exception();
+    }
+  });
   std::atomic<bool> done{false};
   std::thread signals([&] {
     using Clock = std::chrono::steady_clock;
@@ -75,41 +123,106 @@ int run_serve(ServeArgs& a) {
       }
     }
   });
-  try {
-    server.serve();
-  } catch (...) {
+  auto finish = [&] {
+    server.stop();
+    http.join();
     done = true;
     signals.join();
+  };
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    server.set_loading("opening the model");
+    if (a.test_load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.test_load_delay_ms));
+    model = open_model(a.model, mopt);
+    server.set_loading("loading the tokenizer");
+    tok.emplace(text::Tokenizer::load(a.model));
+    server.attach(*model, *tok);
+    const MemoryPlan& p = model->plan;
+    std::fprintf(stderr,
+                 "sluice serve: model loaded in %.1f s (budget %.0f MiB: spine %.0f of %.0f MiB resident, expert "
+                 "cache %.0f MiB)\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), p.budget / 1048576.0,
+                 p.spine_resident_bytes / 1048576.0, p.spine_total / 1048576.0, p.expert_cache / 1048576.0);
+  } catch (...) {
+    finish();
     throw;
   }
+  std::printf("sluice serve: listening on http://%s:%d/v1 (model \"%s\", queue %d, max tokens %d)\n",
+              a.opt.host.c_str(), server.port(), server.model_id().c_str(), a.opt.queue, a.opt.max_tokens);
+  std::fflush(stdout);
+  http.join();
   done = true;
   signals.join();
+  if (http_error) std::rethrow_exception(http_error);
   std::fprintf(stderr, "sluice serve: stopped\n");
   return 0;
 }
 
 Command reg("serve", "Serve the model over an OpenAI-compatible HTTP API", [](CLI::App& sub, Action* action) {
   auto a = std::make_shared<ServeArgs>();
+  serve::ServerOptions& o = a->opt;
   sub.add_option("--model", a->model, "Model directory")->required();
   sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G (default: 3/4 of RAM)");
-  sub.add_option("--host", a->opt.host, "Address to listen on")->capture_default_str();
-  sub.add_option("--port", a->opt.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-  sub.add_option("--api-key", a->opt.api_key, "Require 'Authorization: Bearer KEY'");
-  sub.add_option("--queue", a->opt.queue, "Requests that may wait behind the running one; more get 429")
+  sub.add_option("--host", o.host, "Address to listen on")->capture_default_str();
+  sub.add_option("--port", o.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  sub.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (prefer SLUICE_API_KEY or --api-key-file)");
+  sub.add_option("--api-key-file", a->api_key_file, "File holding the API key (one line)");
+  sub.add_option("--queue", o.queue, "Requests that may wait behind the running one; more get 429")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
-  sub.add_option("--max-tokens", a->opt.max_tokens, "Most completion tokens per request (and the chat default)")
+  sub.add_option("--max-tokens", o.max_tokens, "Most completion tokens per request (and the chat default)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 30));
-  sub.add_option("--max-request-bytes", a->opt.max_request_bytes, "Largest request body; larger get 413")
+  sub.add_option("--max-prompt-tokens", o.max_prompt_tokens, "Most prompt tokens per request; longer get 400")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 30));
+  sub.add_option("--max-request-bytes", o.max_request_bytes, "Largest request body, decoded; larger get 413")
       ->capture_default_str()
       ->check(CLI::Range(size_t(1024), size_t(1) << 32));
-  sub.add_option("--served-model-name", a->opt.model_id, "Model id clients send (default: the directory name)");
+  sub.add_option("--served-model-name", o.model_id, "Model id clients send (default: the directory name)");
   sub.add_option("--state-cache-mb", a->state_cache_mb, "Memory for saved prefix states (0: no reuse)")
       ->capture_default_str();
   sub.add_option("--shutdown-grace", a->shutdown_grace, "Seconds a running generation may finish after SIGTERM")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
+  sub.add_option("--log-format", a->log_format, "Request log lines on stderr: text or json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  sub.add_flag("--strict", a->strict,
+               "Refuse vendor fields (min_p, repetition_penalty, ...) and reasoning_effort 'minimal' with 400 "
+               "(default: ignore them with a warning in the log)");
+  sub.add_option("--allowed-hosts", a->allowed_hosts,
+                 "Host names accepted in the Host header besides IP addresses, localhost and --host "
+                 "(comma-separated; '*': any)");
+  sub.add_option("--header-timeout", o.header_timeout, "Seconds a connection may take to send a request's headers")
+      ->capture_default_str()
+      ->check(CLI::Range(0.5, 3600.0));
+  sub.add_option("--max-connections", o.max_connections, "Connections served at once")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 4096));
+  sub.add_option("--sse-ping-seconds", o.ping_seconds,
+                 "Streaming: send a ': ping' comment after this many seconds without output (0: every prefill chunk)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  sub.add_option("--prefill-chunk", o.prefill_chunk_tokens,
+                 "Prompt tokens per prefill pass; cancellation and pings are checked between passes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--retry-grace", o.retry_grace,
+                 "Seconds a non-streaming generation keeps running after its client left, for an identical retry "
+                 "to take over its reply")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  // Test hooks (a slow model without a big one); hidden from --help.
+  sub.add_option("--test-prefill-delay-ms", o.test_chunk_delay_ms)->group("");
+  sub.add_option("--test-load-delay-ms", a->test_load_delay_ms)->group("");
+  // Every flag from the environment too: --max-tokens <- SLUICE_MAX_TOKENS.
+  for (CLI::Option* opt : sub.get_options()) {
+    if (opt->get_lnames().empty() || opt->get_lnames()[0] == "help" || opt->get_group().empty()) continue;
+    std::string env = "SLUICE_" + opt->get_lnames()[0];
+    for (char& ch : env) ch = ch == '-' ? '_' : char(std::toupper(static_cast<unsigned char>(ch)));
+    opt->envname(env);
+  }
   *action = [a] { return run_serve(*a); };
 });
 

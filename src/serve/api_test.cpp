@@ -1,5 +1,6 @@
 // Request checking and reply shapes of the OpenAI wire format.
-#include "serve/api.h"
+#include "serve/request.h"
+#include "serve/response.h"
 
 #include <gtest/gtest.h>
 

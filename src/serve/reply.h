@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/generate.h"
-#include "serve/api.h"
+#include "serve/response.h"
 #include "text/chat.h"
 #include "text/detokenizer.h"
 #include "text/tokenizer.h"

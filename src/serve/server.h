@@ -1,18 +1,27 @@
 // serve/server.h — the OpenAI-compatible HTTP server.
 //
 // Routes: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions,
-// POST /v1/completions, GET /health (status and counters, no key needed).
-// Generation requests are checked (serve/api.h), tokenized, then take their
+// POST /v1/completions, POST /v1/responses (minimal: text in, text out),
+// GET /metrics (Prometheus text), GET /health (no key needed).
+// Before any work for a request the server checks, in order: the Host header
+// (DNS rebinding, serve/guard.h), the API key (every route but /health), the
+// body's media type (application/json), and then reads the body decoded
+// (chunked, gzip) up to --max-request-bytes.
+// Generation requests are checked (serve/request.h), tokenized, then take their
 // turn on the one model (serve/scheduler.h): a full line is answered 429 with
-// Retry-After. Replies are one JSON object, or SSE chunks ending in
-// `data: [DONE]` when `stream` is set. A client that disconnects, while waiting
-// or while its reply is generated, is noticed before the next decode step and
-// its generation is cancelled.
+// Retry-After. Replies are one JSON object, or SSE events when `stream` is set
+// (with `: ping` comments while the prompt is prefilled or a step is slow). A
+// client that disconnects, while waiting or while its reply is generated, is
+// noticed between prefill chunks and decode steps and its generation is cancelled.
 //
 // The server keeps the last states of the one Session it drives in a
 // PrefixCache: a request whose prompt extends a saved state (a chat's next turn)
-// only prefills the new tokens; usage.prompt_tokens_details.cached_tokens and
-// /health report how many tokens were reused.
+// only prefills the new tokens.
+//
+// Every request ends in one log line on stderr (serve/request_log.h).
+//
+// Loading: a Server made without a model listens at once; /health answers 503
+// {"status":"loading"} and generation routes 503 until attach() gives it the model.
 //
 // Shutdown: stop() stops accepting, answers waiting requests 503 and lets the
 // running generation finish; cancel_running() cancels it (its reply is 503, or
@@ -21,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,20 +45,39 @@ struct ServerOptions {
   std::string api_key;     // empty: no key needed
   int queue = 4;           // requests that may wait behind the running one
   int max_tokens = 4096;   // completion tokens per request: the cap and the chat default
-  size_t max_request_bytes = 8u << 20;
+  int max_prompt_tokens = 32768;  // prompt tokens per request (far below K3's context: prefill is slow)
+  size_t max_request_bytes = 8u << 20;  // the decoded body
   std::string model_id;    // the name clients must send; empty: the model directory's name
   uint64_t state_cache_bytes = 2ull << 30;  // prefix states kept for reuse
+  bool lenient = true;     // ignore known vendor fields (serve/request.h)
+  bool log_json = false;   // request log lines as JSON
+  std::vector<std::string> allowed_hosts;  // Host names accepted besides IPs, localhost, --host ("*": any)
+  double header_timeout = 10;  // seconds a connection may take to send a request's headers
+  int max_connections = 256;   // connections served at once (each holds a thread)
+  double ping_seconds = 10;    // SSE: a `: ping` comment when nothing was sent for this long
+  int prefill_chunk_tokens = 256;  // cancellation and pings are checked between chunks
+  double retry_grace = 0;  // a non-streaming request whose client left keeps running this long for a retry
+  int test_chunk_delay_ms = 0;  // test hook: sleep after each prefill chunk (a slow model)
 };
+
+// The server's version string (SLUICE_VERSION when the build defines it).
+const char* server_version();
 
 class Server {
  public:
-  // The server drives `model` alone while it runs (one generation at a time).
+  // Loading: listens (after bind/serve) before the model is there; attach() makes it ready.
+  explicit Server(ServerOptions opt);
+  // Ready at once. The server drives `model` alone while it runs (one generation at a time).
   Server(Model& model, const text::Tokenizer& tok, ServerOptions opt);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds host:port; throws sluice::Error naming the address if it cannot.
+  // What /health reports while loading.
+  void set_loading(const std::string& phase);
+  void attach(Model& model, const text::Tokenizer& tok);
+
+  // Binds host:port exclusively (no SO_REUSEPORT); throws sluice::Error naming the address if it cannot.
   void bind();
   int port() const;
   const std::string& model_id() const;

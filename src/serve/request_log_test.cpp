@@ -1,0 +1,53 @@
+#include "serve/request_log.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace sluice::serve {
+namespace {
+
+TEST(RequestLog, OneLineTextAndJson) {
+  RequestLog r;
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.status = 200;
+  r.id = "chatcmpl-1";
+  r.prompt_tokens = 12;
+  r.cached_tokens = 4;
+  r.completion_tokens = 3;
+  r.queue_wait = 0.5;
+  r.ttft = 1.25;
+  r.tokens_per_second = 2;
+  r.bytes_read = 4096;
+  r.cache_hit_rate = 0.75;
+  r.warnings = {"ignored:min_p"};
+  EXPECT_EQ(r.text(),
+            "sluice serve: POST /v1/chat/completions 200 ok id=chatcmpl-1 prompt=12 cached=4 completion=3 "
+            "queue_s=0.500 ttft_s=1.250 tok_s=2.00 bytes_read=4096 hit_rate=0.750 warning=ignored:min_p");
+  auto j = nlohmann::json::parse(r.json_line());
+  EXPECT_EQ(j["event"], "request");
+  EXPECT_EQ(j["outcome"], "ok");
+  EXPECT_EQ(j["prompt_tokens"], 12);
+  EXPECT_EQ(j["cache_hit_rate"], 0.75);
+  EXPECT_FALSE(j.contains("stream"));
+}
+
+TEST(RequestLog, OutcomeFromStatusAndNoControlCharacters) {
+  RequestLog r;
+  r.method = "GET";
+  r.path = "/x\n\x1b[31mred";
+  r.status = 429;
+  EXPECT_EQ(r.text(), "sluice serve: GET /x\\x0a\\x1b[31mred 429 busy");
+  r.status = 404;
+  EXPECT_NE(r.text().find(" 404 refused"), std::string::npos);
+  r.status = 500;
+  EXPECT_NE(r.text().find(" 500 failed"), std::string::npos);
+  r.status = 200;
+  r.outcome = "cancelled";
+  EXPECT_NE(r.text().find(" 200 cancelled"), std::string::npos);
+  EXPECT_EQ(r.json_line().find('\n'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::serve
