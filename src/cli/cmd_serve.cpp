@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/spine_option.h"
 #include "cli/token_list.h"
 #include "serve/server.h"
 #include "text/tokenizer.h"
@@ -26,6 +27,7 @@ namespace {
 
 struct ServeArgs {
   std::string model, ram_budget;
+  std::string spine;
   serve::ServerOptions opt;
   uint64_t state_cache_mb = 2048;
   double shutdown_grace = 10;
@@ -43,6 +45,7 @@ int run_serve(ServeArgs& a) {
 
   a.opt.state_cache_bytes = a.state_cache_mb << 20;
   ModelOptions mopt;
+  mopt.spine = a.spine;
   if (!a.ram_budget.empty()) mopt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   auto model = open_model(a.model, mopt);
   text::Tokenizer tok = text::Tokenizer::load(a.model);
@@ -90,6 +93,7 @@ Command reg("serve", "Serve the model over an OpenAI-compatible HTTP API", [](CL
   auto a = std::make_shared<ServeArgs>();
   sub.add_option("--model", a->model, "Model directory")->required();
   sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G (default: 3/4 of RAM)");
+  add_spine_option(sub, a->spine);
   sub.add_option("--host", a->opt.host, "Address to listen on")->capture_default_str();
   sub.add_option("--port", a->opt.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   sub.add_option("--api-key", a->opt.api_key, "Require 'Authorization: Bearer KEY'");
