@@ -301,27 +301,27 @@ void decode(const uint8_t* block, size_t size, uint16_t* out, uint32_t values, c
   }
   thread_local std::vector<uint8_t> exps;
   if (exps.size() < values) exps.resize(values);
-  const uint8_t* base[kStreams];
-  uint64_t pos[kStreams], limit[kStreams];
-  uint8_t* dst[kStreams];
+  // Stream s: bit position pos[s] from the block's start; a load at byte
+  // b <= last[s] stays within its padding. Positions only grow, so a stream
+  // that ran past its end is still past it at the end (checked there); until
+  // then loads are clamped, which keeps a corrupt block in bounds.
+  uint64_t pos[kStreams], last[kStreams];
+  uint32_t first[kStreams];
   for (int s = 0; s < kStreams; s++) {
-    base[s] = block + L.stream_at[size_t(s)];
-    pos[s] = 0;
-    limit[s] = L.stream_bytes[size_t(s)];  // a load at byte b <= limit stays within the padding
-    dst[s] = exps.data() + stream_begin(values, s);
+    pos[s] = uint64_t(L.stream_at[size_t(s)]) * 8;
+    last[s] = L.stream_at[size_t(s)] + L.stream_bytes[size_t(s)];
+    first[s] = stream_begin(values, s);
   }
+  uint8_t* const ex = exps.data();
   // Every stream has at least `common` symbols; 5 codes of <= 11 bits fit in
   // the 57 bits one unaligned 8-byte load guarantees.
   const uint32_t common = stream_begin(values, 1) - stream_begin(values, 0);
   constexpr uint64_t kMask = (1u << kLutBits) - 1;
-  bool bad = false;
   uint32_t j = 0;
-  for (; j + 5 <= common && !bad; j += 5) {
+  for (; j + 5 <= common; j += 5) {
     for (int s = 0; s < kStreams; s++) {
-      bad |= (pos[s] >> 3) > limit[s];
-      const uint64_t at = std::min(pos[s] >> 3, limit[s]);
-      uint64_t v = load64(base[s] + at) >> (pos[s] & 7);
-      uint8_t* d = dst[s] + j;
+      uint64_t v = load64(block + std::min(pos[s] >> 3, last[s])) >> (pos[s] & 7);
+      uint8_t* d = ex + first[s] + j;
       uint32_t e = lut[v & kMask], used = e >> 8;
       d[0] = uint8_t(e);
       v >>= e >> 8;
@@ -343,19 +343,16 @@ void decode(const uint8_t* block, size_t size, uint16_t* out, uint32_t values, c
       pos[s] += used;
     }
   }
-  for (int s = 0; s < kStreams && !bad; s++) {
-    const uint32_t n = stream_begin(values, s + 1) - stream_begin(values, s);
+  for (int s = 0; s < kStreams; s++) {
+    const uint32_t n = stream_begin(values, s + 1) - first[s];
     for (uint32_t i = j; i < n; i++) {
-      if ((pos[s] >> 3) > limit[s]) {
-        bad = true;
-        break;
-      }
-      const uint32_t e = lut[(load64(base[s] + (pos[s] >> 3)) >> (pos[s] & 7)) & kMask];
-      dst[s][i] = uint8_t(e);
+      const uint32_t e = lut[(load64(block + std::min(pos[s] >> 3, last[s])) >> (pos[s] & 7)) & kMask];
+      ex[first[s] + i] = uint8_t(e);
       pos[s] += e >> 8;
     }
   }
-  for (int s = 0; s < kStreams; s++) bad |= pos[s] > limit[s] * 8;
+  bool bad = false;
+  for (int s = 0; s < kStreams; s++) bad |= pos[s] > last[s] * 8;
   if (bad) fail(where, "compressed block's exponent stream ends early");
   merge(exps.data(), block + kHeaderBytes, values, out);
 }
