@@ -151,7 +151,7 @@ Pack open_pack(const std::string& path, const Checkpoint& ck) {
       if (!src || src->dtype != DType::BF16 || src->shape != std::vector<int64_t>{t.rows, t.cols} ||
           src->shard != t.shard || src->offset != t.offset || src->nbytes != t.nbytes)
         fail(path, "pack was made from another checkpoint (tensor '" + t.name + "' differs); run `sluice pack` again");
-      if (t.rows_per_block < 1 || t.cols < 1 || t.rows_per_block * t.cols > int64_t(codec::kMaxBlockValues) ||
+      if (t.rows_per_block < 1 || t.cols < 1 || t.rows_per_block > int64_t(codec::kMaxBlockValues) / t.cols ||
           blocks != (t.rows + t.rows_per_block - 1) / t.rows_per_block || t.index_at < kDataStart ||
           t.index_at + uint64_t(blocks + 1) * 8 > header_at)
         fail(path, "pack header is inconsistent (tensor '" + t.name + "')");
