@@ -3,7 +3,8 @@
 # below it. The order (docs/design.md draws it; CMakeLists.txt links the same):
 #   base <- checkpoint <- io <- hub
 #   base <- kernels
-#   checkpoint, io, kernels <- k3 <- engine (also hub: stream installs)
+#   checkpoint, io, hub, kernels <- pack (spine packs; hub for sha256)
+#   checkpoint, io, kernels, pack <- k3 <- engine (also hub: stream installs)
 #   base <- text
 #   engine, text <- serve <- cli
 # Tests (*_test.cpp) may reach up: they check a folder through the layers above it.
@@ -16,11 +17,12 @@ declare -A below=(
   [io]="base checkpoint"
   [hub]="base checkpoint io"
   [kernels]="base"
-  [k3]="base checkpoint io kernels"
-  [engine]="base checkpoint io hub kernels k3"
+  [pack]="base checkpoint io hub kernels"
+  [k3]="base checkpoint io kernels pack"
+  [engine]="base checkpoint io hub kernels pack k3"
   [text]="base"
-  [serve]="base checkpoint io hub kernels k3 engine text"
-  [cli]="base checkpoint io hub kernels k3 engine text serve"
+  [serve]="base checkpoint io hub kernels pack k3 engine text"
+  [cli]="base checkpoint io hub kernels pack k3 engine text serve"
 )
 bad=0
 for dir in "$src"/*/; do

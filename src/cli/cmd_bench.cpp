@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/spine_option.h"
 #include "cli/token_list.h"
 #include "engine/bench.h"
 
@@ -27,6 +28,7 @@ Command reg("bench", "Benchmark prefill and decode against the disk's read ceili
   auto a = std::make_shared<BenchArgs>();
   sub.add_option("--model", a->model, "Model directory")->required();
   sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 4G");
+  add_spine_option(sub, a->opt.model.spine);
   sub.add_option("--prompt-tokens", a->opt.prompt_tokens, "Prompt length")->check(CLI::PositiveNumber);
   sub.add_option("--decode", a->opt.decode_tokens, "Decode steps (the first is discarded)")->check(CLI::Range(2, 1 << 20));
   sub.add_option("--queue-depth", a->opt.model.queue_depth, "Reads in flight")->check(CLI::Range(1, 1024));

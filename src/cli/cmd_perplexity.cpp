@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/spine_option.h"
 #include "cli/token_list.h"
 #include "engine/perplexity.h"
 #include "hub/http_experts.h"
@@ -14,12 +15,14 @@ namespace {
 
 struct PerplexityArgs {
   std::string model, text_file, ram_budget;
+  std::string spine;
   int ctx = 512;
 };
 
 int run_perplexity(const PerplexityArgs& a) {
   std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
   ModelOptions opt;
+  opt.spine = a.spine;
   if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   opt.miss_filler = stream_miss_filler(a.model);
   auto model = open_model(a.model, opt);
@@ -35,6 +38,7 @@ Command reg("perplexity", "Perplexity of a text file (exp of the mean next-token
   sub.add_option("--text-file", a->text_file, "Text to score")->required();
   sub.add_option("--ctx", a->ctx, "Window length in tokens (each window is a fresh sequence)")->check(CLI::Range(2, 1 << 20));
   sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G");
+  add_spine_option(sub, a->spine);
   *act = [a] { return run_perplexity(*a); };
 });
 

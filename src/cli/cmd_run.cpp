@@ -22,6 +22,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/spine_option.h"
 #include "cli/expert_stats.h"
 #include "cli/token_list.h"
 #include "engine/generate.h"
@@ -35,6 +36,7 @@ namespace {
 
 struct RunArgs {
   std::string model, tokens, prompt, chat, system, ram_budget;
+  std::string spine;
   std::string reasoning_effort = "max";
   int max_new = 16;
   bool max_new_given = false;
@@ -235,6 +237,7 @@ int run_run(RunArgs& a) {
   std::vector<int> token_prompt;
   if (!a.tokens.empty()) token_prompt = parse_token_list(a.tokens, "--tokens");
   ModelOptions opt;
+  opt.spine = a.spine;
   if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   opt.miss_filler = stream_miss_filler(a.model);
   auto model = open_model(a.model, opt);
@@ -263,6 +266,7 @@ Command reg("run", "Generate from a prompt, or chat (interactively on a terminal
   auto a = std::make_shared<RunArgs>();
   sub.add_option("--model", a->model, "Model directory")->required();
   sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G (default: 3/4 of RAM)");
+  add_spine_option(sub, a->spine);
   sub.add_option("--tokens", a->tokens, "Prompt as token ids, e.g. 448,259,309");
   sub.add_option("--prompt", a->prompt, "Prompt text to continue (special-token spellings are the tokens)");
   sub.add_option("--chat", a->chat, "One user message; the reply is printed");

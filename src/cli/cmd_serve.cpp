@@ -24,6 +24,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/spine_option.h"
 #include "cli/token_list.h"
 #include "hub/http_experts.h"
 #include "serve/server.h"
@@ -34,6 +35,7 @@ namespace {
 
 struct ServeArgs {
   std::string model, ram_budget, api_key_file, log_format = "text", allowed_hosts;
+  std::string spine;
   serve::ServerOptions opt;
   uint64_t state_cache_mb = 2048;
   double shutdown_grace = 10;
@@ -83,6 +85,7 @@ int run_serve(ServeArgs& a) {
   a.opt.state_cache_bytes = a.state_cache_mb << 20;
   if (a.opt.model_id.empty()) a.opt.model_id = dir_name(a.model);
   ModelOptions mopt;
+  mopt.spine = a.spine;
   if (!a.ram_budget.empty()) mopt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   mopt.miss_filler = stream_miss_filler(a.model);
 
@@ -163,6 +166,7 @@ Command reg("serve", "Serve the model over an OpenAI-compatible HTTP API", [](CL
   serve::ServerOptions& o = a->opt;
   sub.add_option("--model", a->model, "Model directory")->required();
   sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G (default: 3/4 of RAM)");
+  add_spine_option(sub, a->spine);
   sub.add_option("--host", o.host, "Address to listen on")->capture_default_str();
   sub.add_option("--port", o.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   sub.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (prefer SLUICE_API_KEY or --api-key-file)");

@@ -2,10 +2,14 @@
 //   sluice verify --model DIR [--repair]
 // Prints one line per check on stdout; exits 1 if any problem remains.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
+#include "base/error.h"
+#include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "hub/verify_install.h"
+#include "pack/pack.h"
 
 namespace sluice::cli {
 namespace {
@@ -15,12 +19,30 @@ struct VerifyArgs {
   bool repair = false;
 };
 
+// Packs beside the checkpoint (pack/pack.h): bound to it, and decoding to its bytes.
+void verify_packs(const std::string& dir, VerifyResult& r) {
+  for (SpineFormat f : {SpineFormat::lossless, SpineFormat::int8}) {
+    const std::string path = pack_path(dir, f);
+    if (!std::filesystem::exists(path)) continue;
+    std::vector<std::string> problems;
+    try {
+      problems = verify_pack(path, open_checkpoint(dir));
+    } catch (const Error& e) {
+      problems = {e.what()};
+    }
+    for (const std::string& p : problems) std::printf("PROBLEM %s\n", p.c_str());
+    if (problems.empty()) std::printf("ok      %s: bound to this checkpoint, every block decodes to its source\n", path.c_str());
+    r.problems += int(problems.size());
+  }
+}
+
 int run_verify(const VerifyArgs& a) {
   VerifyResult r = verify_model(a.model, a.repair, [](const VerifyLine& l) {
     const char* tag = l.level == VerifyLevel::ok ? "ok     " : l.level == VerifyLevel::note ? "note   " : "PROBLEM";
     std::printf("%s %s\n", tag, l.text.c_str());
     std::fflush(stdout);
   });
+  verify_packs(a.model, r);
   if (r.problems == 0)
     std::printf("verify: %s is good%s\n", a.model.c_str(),
                 r.repaired ? (" after " + std::to_string(r.repaired) + " repairs").c_str() : "");

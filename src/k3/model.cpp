@@ -10,6 +10,7 @@
 // and at the end logits = lm_head · RMSNorm(AttnRes(B ++ [P]; u_out)).
 #include "k3/model.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -116,11 +117,24 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
   return p;
 }
 
+std::shared_ptr<const Pack> open_spine_pack(const Checkpoint& ck, const std::string& spine) {
+  const SpineFormat f = spine.empty() ? SpineFormat::lossless : parse_spine_format(spine);
+  if (f == SpineFormat::bf16) return nullptr;
+  const std::string path = pack_path(ck.dir, f);
+  if (f == SpineFormat::int8) fail(path, "int8 spines are not implemented yet (use bf16 or lossless)");
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (spine.empty()) return nullptr;
+    fail(path, std::string("no ") + spine + " pack here; run `sluice pack --model " + ck.dir + " --spine " + spine + "`");
+  }
+  return std::make_shared<const Pack>(open_pack(path, ck));
+}
+
 std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt) {
   auto m = std::make_unique<Model>();
   m->ck = open_checkpoint(dir);
   m->globals = load_global_weights(m->ck);
-  m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes);
+  m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine));
   m->plan = plan_memory(m->ck, *m->spine, opt);
   SpanReaderOptions io;
   io.queue_depth = opt.queue_depth;

@@ -41,6 +41,10 @@ struct ModelOptions {
   // The streaming ring when the spine does not fit (0: an eighth of what the
   // budget leaves for the spine, at most 512 MiB; never below the minimum).
   uint64_t spine_ring_bytes = 0;
+  // Which copy of the spine to read: "bf16" (the shards), "lossless" (the
+  // pack beside them, bit-identical), "int8"; empty: lossless when its pack
+  // is there, else bf16. Asking for a pack that is not there is an error.
+  std::string spine;
 };
 
 // How the budget was spent when the model was opened. Order of claims: what
@@ -92,6 +96,9 @@ uint64_t default_ram_budget();
 // Plans memory for `ck` (its spine bound as `spine`) under `opt`; throws naming
 // the minimum if the budget is below it.
 MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOptions& opt);
+
+// The pack ModelOptions::spine asks for (nullptr: read the bf16 shards).
+std::shared_ptr<const Pack> open_spine_pack(const Checkpoint& ck, const std::string& spine);
 
 // Opens DIR: checkpoint, memory plan, spine (resident or streamed), expert source.
 std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt = {});

@@ -7,7 +7,9 @@
 
 namespace sluice {
 
-Spine::Spine(const Checkpoint& ck, uint64_t chunk_bytes) : ck_(ck), layers_(ck.config.num_hidden_layers) {
+Spine::Spine(const Checkpoint& ck, uint64_t chunk_bytes, std::shared_ptr<const Pack> pack)
+    : ck_(ck), pack_(std::move(pack)), paths_(ck.shard_paths), layers_(ck.config.num_hidden_layers) {
+  if (pack_) paths_.push_back(pack_->path);
   const ModelConfig& c = ck.config;
   layers_w_.resize(size_t(2 * layers_));
   for (int u = 0; u < 2 * layers_; u++) {
@@ -22,6 +24,11 @@ Spine::Spine(const Checkpoint& ck, uint64_t chunk_bytes) : ck_(ck), layers_(ck.c
   head_.rows = c.vocab_size;
   head_.cols = c.hidden_size;
   add_matrix({&head_, {head.shard, head.offset, head.nbytes}, false}, chunk_bytes, 2 * layers_);
+  uint64_t decode = 0;  // the largest packed piece, decoded
+  for (const Piece& p : pieces_)
+    if (p.packed) decode = std::max(decode, uint64_t(p.rows) * uint64_t(matrices_[size_t(p.matrix)].view->cols) * 2);
+  if (decode) decoded_ = AlignedBuffer(decode);
+  fixed_bytes_ += decode;
 }
 
 Spine::~Spine() = default;
@@ -31,6 +38,27 @@ void Spine::add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit) {
   m.id = int(matrices_.size());
   matrices_.push_back({r.view, r.span, {}});
   const uint64_t row_bytes = uint64_t(m.cols) * 2;
+  if (const PackedTensor* t = pack_ ? pack_->find(r.span.file, r.span.offset) : nullptr) {
+    // Packed: pieces of whole blocks, read from the pack (the last file).
+    const int64_t block_bytes = int64_t(row_bytes) * t->rows_per_block;
+    const int64_t per_piece = r.whole_only ? t->blocks() : std::max<int64_t>(1, int64_t(chunk_bytes) / block_bytes);
+    for (int64_t b0 = 0; b0 < t->blocks(); b0 += per_piece) {
+      Piece p;
+      p.matrix = m.id;
+      p.packed = t;
+      p.block0 = b0;
+      p.blocks = std::min(per_piece, t->blocks() - b0);
+      p.row0 = b0 * t->rows_per_block;
+      p.rows = int(std::min<int64_t>(m.rows, (b0 + p.blocks) * t->rows_per_block) - p.row0);
+      const uint64_t from = t->index[size_t(b0)], to = t->index[size_t(b0 + p.blocks)];
+      p.span = {int(paths_.size() - 1), t->data_at + from, to - from};
+      p.unit = unit;
+      p.head = unit == 2 * layers_;
+      matrices_.back().pieces.push_back(int(pieces_.size()));
+      pieces_.push_back(p);
+    }
+    return;
+  }
   const int64_t per_piece = r.whole_only ? m.rows : std::max<int64_t>(1, int64_t(chunk_bytes / row_bytes));
   for (int64_t r0 = 0; r0 < m.rows; r0 += per_piece) {
     Piece p;
@@ -45,7 +73,11 @@ void Spine::add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit) {
   }
 }
 
-uint64_t Spine::piece_bytes(int i) const { return SpanReader::direct_capacity(pieces_[size_t(i)].span.length); }
+uint64_t Spine::piece_bytes(int i) const {
+  const Piece& p = pieces_[size_t(i)];
+  if (p.packed) return SpanReader::direct_capacity(uint64_t(p.rows) * uint64_t(matrices_[size_t(p.matrix)].view->cols) * 2);
+  return SpanReader::direct_capacity(p.span.length);
+}
 
 uint64_t Spine::min_ring_bytes() const {
   std::vector<StreamItem> items;
@@ -66,8 +98,18 @@ void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const 
     int whole = -1;           // the matrix read whole, or -1
   };
   std::vector<Read> reads;
+  std::vector<Read> packed;  // resident packed pieces: read compressed, decoded into place
   for (size_t i = 0; i < matrices_.size(); i++) {
     const Matrix& mx = matrices_[i];
+    if (!mx.pieces.empty() && pieces_[size_t(mx.pieces[0])].packed) {
+      bool all = true;
+      for (int p : mx.pieces) all = all && resident[size_t(p)];
+      if (all) packed.push_back({mx.span, mx.pieces, int(i)});
+      else
+        for (int p : mx.pieces)
+          if (resident[size_t(p)]) packed.push_back({pieces_[size_t(p)].span, {p}, -1});
+      continue;
+    }
     bool all = true;
     for (int p : mx.pieces) all = all && resident[size_t(p)];
     if (all) {
@@ -79,9 +121,33 @@ void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const 
   }
   uint64_t total = 0;
   for (const Read& r : reads) total += SpanReader::direct_capacity(r.span.length);
-  resident_bytes_ = AlignedBuffer(total ? total : 1);
+  auto decoded_bytes = [&](const Read& r) {
+    const Bf16Matrix& m = *matrices_[size_t(pieces_[size_t(r.pieces[0])].matrix)].view;
+    return r.whole >= 0 ? SpanReader::direct_capacity(uint64_t(m.rows) * uint64_t(m.cols) * 2) : piece_bytes(r.pieces[0]);
+  };
+  uint64_t packed_total = 0;
+  for (const Read& r : packed) packed_total += decoded_bytes(r);
+  resident_bytes_ = AlignedBuffer(total + packed_total ? total + packed_total : 1);
+  if (!packed.empty()) {
+    SpanReader reader(paths_, io);
+    uint64_t at = total;
+    for (const Read& r : packed) {
+      // A matrix all of whose pieces stay is decoded into one view (one kernel call).
+      uint16_t* out = reinterpret_cast<uint16_t*>(resident_bytes_.data() + at);
+      if (r.whole >= 0) matrices_[size_t(r.whole)].view->w = out;
+      for (int i : r.pieces) {
+        Piece& pc = pieces_[size_t(i)];
+        const Completed c = reader.wait(reader.submit(pc.span.file, pc.span.offset, pc.span.length, {}));
+        pc.data = r.whole >= 0 ? out + pc.row0 * matrices_[size_t(pc.matrix)].view->cols : out;
+        decode_blocks(*pack_, *pc.packed, pc.block0, pc.blocks, c.data, const_cast<uint16_t*>(pc.data), true);
+        pc.resident = pc.checked = true;
+        resident_read_ += SpanReader::direct_bytes(pc.span.offset, pc.span.length);
+      }
+      at += decoded_bytes(r);
+    }
+  }
   if (!reads.empty()) {
-    SpanReader reader(ck_.shard_paths, io);
+    SpanReader reader(paths_, io);
     std::vector<uint64_t> tickets;
     uint64_t at = 0;
     for (const Read& r : reads) {
@@ -111,7 +177,7 @@ void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const 
     items.push_back(StreamItem{{p.span}});
     if (!p.head) required++;
   }
-  if (!items.empty()) stream_ = std::make_unique<SpanStream>(ck_.shard_paths, std::move(items), required, ring_bytes, io);
+  if (!items.empty()) stream_ = std::make_unique<SpanStream>(paths_, std::move(items), required, ring_bytes, io);
 }
 
 void Spine::begin_pass(bool with_head) {
@@ -132,7 +198,12 @@ void Spine::read_pass(bool with_head, const std::function<void(int unit)>& at_un
 
 const uint16_t* Spine::take(const Piece& p) {
   if (p.resident) return p.data;
-  return reinterpret_cast<const uint16_t*>(stream_->acquire(size_t(p.item))[0]);
+  const uint8_t* bytes = stream_->acquire(size_t(p.item))[0];
+  if (!p.packed) return reinterpret_cast<const uint16_t*>(bytes);
+  uint16_t* out = reinterpret_cast<uint16_t*>(decoded_.data());
+  decode_blocks(*pack_, *p.packed, p.block0, p.blocks, bytes, out, !p.checked);
+  p.checked = true;
+  return out;
 }
 
 void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {

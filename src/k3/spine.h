@@ -21,6 +21,13 @@
 // order (k3/weights.cpp); the stream throws if a piece is asked for out of
 // order. Resident and streamed pieces give the same bytes: logits never depend
 // on the plan.
+//
+// With a lossless pack (pack/pack.h) the matrices it holds are cut on its
+// block boundaries and read from the pack instead: the ring holds compressed
+// blocks, and take() decodes a streamed piece into one decode buffer on the
+// kernel pool (checking each block's crc32 the first time it is read);
+// resident pieces are decoded once at start. Decoding is exact, so logits are
+// the same bits as with the bf16 shards.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -30,6 +37,7 @@
 #include "checkpoint/checkpoint.h"
 #include "k3/weights.h"
 #include "io/span_stream.h"
+#include "pack/pack.h"
 
 namespace sluice {
 
@@ -37,7 +45,7 @@ class Spine {
  public:
   // Binds every layer (vectors read, matrices located; nothing big is read yet)
   // and cuts every matrix into pieces of at most chunk_bytes.
-  Spine(const Checkpoint& ck, uint64_t chunk_bytes);
+  Spine(const Checkpoint& ck, uint64_t chunk_bytes, std::shared_ptr<const Pack> pack = nullptr);
   ~Spine();
   Spine(const Spine&) = delete;
   Spine& operator=(const Spine&) = delete;
@@ -45,7 +53,7 @@ class Spine {
   // The pieces, in pass order (the head's last).
   int piece_count() const { return int(pieces_.size()); }
   uint64_t piece_bytes(int i) const;  // RAM it takes (aligned superset)
-  // RAM that is resident whatever the plan: vectors and routers.
+  // RAM that is resident whatever the plan: vectors, routers (and the decode buffer of a pack).
   uint64_t fixed_bytes() const { return fixed_bytes_; }
   // The smallest ring that streams any piece while the one before is in use.
   uint64_t min_ring_bytes() const;
@@ -74,6 +82,7 @@ class Spine {
   const uint16_t* whole(const Bf16Matrix& m);
 
   bool all_resident() const { return !stream_; }
+  const Pack* pack() const { return pack_.get(); }
   // Spine matrix bytes read from files so far: at start, and streamed.
   uint64_t bytes_read() const;
   // What one pass streams (0 when all resident).
@@ -97,11 +106,17 @@ class Spine {
     bool resident = false;
     int item = -1;                   // its index in the stream, when streamed
     const uint16_t* data = nullptr;  // when resident
+    const PackedTensor* packed = nullptr;  // read from the pack: blocks [block0, block0 + blocks)
+    int64_t block0 = 0, blocks = 0;
+    mutable bool checked = false;  // its blocks' checksums were checked
   };
   void add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit);
   const uint16_t* take(const Piece& p);
 
   const Checkpoint& ck_;
+  std::shared_ptr<const Pack> pack_;
+  std::vector<std::string> paths_;  // the shards, then the pack
+  AlignedBuffer decoded_;           // a streamed packed piece, decoded
   int layers_ = 0;
   std::vector<LayerWeights> layers_w_;  // 2 per layer; never resized (the views point into it)
   Bf16Matrix head_;

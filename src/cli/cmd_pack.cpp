@@ -1,0 +1,59 @@
+// sluice pack — writes a packed copy of a checkpoint's spine beside its shards.
+//   sluice pack --model DIR --spine lossless [--out FILE]
+// Progress on stderr; the pack itself is written atomically (pack/pack.h).
+// Packing again when a matching pack is there does nothing.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "base/error.h"
+#include "checkpoint/checkpoint.h"
+#include "cli/commands.h"
+#include "pack/pack.h"
+
+namespace sluice::cli {
+namespace {
+
+struct PackArgs {
+  std::string model, spine = "lossless", out;
+};
+
+int run_pack(const PackArgs& a) {
+  const Checkpoint ck = open_checkpoint(a.model);
+  PackOptions o;
+  o.format = parse_spine_format(a.spine);
+  if (o.format == SpineFormat::bf16) throw Error("pack: --spine bf16 is the checkpoint itself; pack lossless or int8");
+  o.out = a.out;
+  const bool tty = ::isatty(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  int shown = -1;  // percent last printed: every 1% on a terminal, every 10% otherwise
+  o.progress = [&](uint64_t done, uint64_t total) {
+    const int pct = total ? int(100 * done / total) : 100;
+    if (pct < 100 && shown >= 0 && pct - shown < (tty ? 1 : 10)) return;
+    shown = pct;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "%spack: %.2f / %.2f GB of spine (%.0f%%), %.0f MB/s%s", tty ? "\r" : "", double(done) / 1e9,
+                 double(total) / 1e9, total ? 100.0 * double(done) / double(total) : 100.0,
+                 s > 0 ? double(done) / s / 1e6 : 0.0, tty ? "" : "\n");
+  };
+  const PackResult r = write_pack(ck, o);
+  if (tty && !r.up_to_date) std::fprintf(stderr, "\n");
+  std::printf("%s %s: %.3f GB of bf16 spine in %.3f GB (ratio %.4f)\n", r.up_to_date ? "up to date" : "wrote",
+              r.path.c_str(), double(r.source_bytes) / 1e9, double(r.packed_bytes) / 1e9,
+              r.source_bytes ? double(r.packed_bytes) / double(r.source_bytes) : 0.0);
+  return 0;
+}
+
+Command reg("pack", "Write a compressed copy of the spine (lossless: bit-exact) beside the checkpoint",
+            [](CLI::App& sub, Action* action) {
+              auto a = std::make_shared<PackArgs>();
+              sub.add_option("--model", a->model, "Model directory")->required();
+              sub.add_option("--spine", a->spine, "lossless (exact; int8 is not implemented yet)")->required();
+              sub.add_option("--out", a->out, "Pack file (default: DIR/spine.<spine>.pack)");
+              *action = [a] { return run_pack(*a); };
+            });
+
+}  // namespace
+}  // namespace sluice::cli

@@ -1,0 +1,16 @@
+// cli/spine_option.h — the --spine option of every command that opens a model.
+#pragma once
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace sluice::cli {
+
+inline void add_spine_option(CLI::App& sub, std::string& spine) {
+  sub.add_option("--spine", spine,
+                 "Spine copy to read: bf16 (the shards), lossless (its pack, bit-identical), int8 "
+                 "(default: lossless when DIR/spine.lossless.pack exists, else bf16)")
+      ->check(CLI::IsMember({"bf16", "lossless", "int8"}));
+}
+
+}  // namespace sluice::cli

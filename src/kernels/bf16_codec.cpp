@@ -1,0 +1,370 @@
+#include "kernels/bf16_codec.h"
+
+#include <zlib.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <queue>
+
+#include "base/error.h"
+
+namespace sluice::codec {
+
+namespace {
+
+constexpr uint32_t kHuffman = 0, kRaw = 1;
+constexpr size_t kPad = 8;
+constexpr int kLutBits = kMaxCodeBits;
+
+uint32_t load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+void store32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+uint8_t exponent_of(uint16_t v) { return uint8_t(v >> 7); }
+uint8_t sign_mantissa_of(uint16_t v) { return uint8_t(((v >> 8) & 0x80) | (v & 0x7f)); }
+uint16_t join(uint8_t e, uint8_t sm) { return uint16_t(((sm & 0x80u) << 8) | (uint32_t(e) << 7) | (sm & 0x7fu)); }
+
+// Huffman code lengths for `freq`, at most kMaxCodeBits: if the tree is too
+// deep, frequencies are halved (rounding up, so none drops to 0) and it is
+// built again; all-equal frequencies give depth 8 <= 11, so this ends.
+std::array<uint8_t, 256> code_lengths(std::array<uint64_t, 256> freq) {
+  std::array<uint8_t, 256> len{};
+  int used = 0;
+  for (uint64_t f : freq) used += f > 0;
+  if (used == 0) return len;
+  if (used == 1) {
+    for (int s = 0; s < 256; s++)
+      if (freq[size_t(s)]) len[size_t(s)] = 1;
+    return len;
+  }
+  for (;;) {
+    // Nodes 0..255 are leaves; parents follow. Ties break by node index: deterministic.
+    std::vector<uint64_t> weight(freq.begin(), freq.end());
+    std::vector<int> parent(256, -1);
+    using Item = std::pair<uint64_t, int>;
+    std::priority_queue<Item, std::vector<Item>, std::greater<Item>> q;
+    for (int s = 0; s < 256; s++)
+      if (freq[size_t(s)]) q.push({freq[size_t(s)], s});
+    while (q.size() > 1) {
+      const Item a = q.top();
+      q.pop();
+      const Item b = q.top();
+      q.pop();
+      const int n = int(weight.size());
+      weight.push_back(a.first + b.first);
+      parent.push_back(-1);
+      parent[size_t(a.second)] = n;
+      parent[size_t(b.second)] = n;
+      q.push({a.first + b.first, n});
+    }
+    int deepest = 0;
+    for (int s = 0; s < 256; s++) {
+      if (!freq[size_t(s)]) continue;
+      int d = 0;
+      for (int n = s; parent[size_t(n)] >= 0; n = parent[size_t(n)]) d++;
+      len[size_t(s)] = uint8_t(d);
+      deepest = std::max(deepest, d);
+    }
+    if (deepest <= kMaxCodeBits) return len;
+    for (uint64_t& f : freq)
+      if (f) f = (f + 1) / 2;
+  }
+}
+
+// Canonical codes from lengths: shorter codes first, then by symbol. Returns
+// false if the lengths do not form a complete prefix code (one symbol of
+// length 1 is allowed: its code is 0).
+struct Canonical {
+  std::array<uint16_t, 256> code{};  // MSB-first
+  std::array<int, kMaxCodeBits + 2> first{}, count{}, index{};
+  std::vector<uint8_t> sorted;  // symbols by (length, symbol)
+};
+bool canonical(const std::array<uint8_t, 256>& len, Canonical& c) {
+  c.sorted.clear();
+  for (int l = 1; l <= kMaxCodeBits; l++)
+    for (int s = 0; s < 256; s++)
+      if (len[size_t(s)] == l) c.sorted.push_back(uint8_t(s));
+  uint64_t kraft = 0;  // in units of 2^-kMaxCodeBits
+  int code = 0, prev = 0, at = 0;
+  for (int l = 1; l <= kMaxCodeBits; l++) {
+    code <<= 1;
+    c.first[size_t(l)] = code;
+    c.index[size_t(l)] = at;
+    c.count[size_t(l)] = 0;
+    for (; at < int(c.sorted.size()) && len[c.sorted[size_t(at)]] == l; at++) {
+      c.code[c.sorted[size_t(at)]] = uint16_t(code++);
+      c.count[size_t(l)]++;
+      kraft += 1ull << (kMaxCodeBits - l);
+    }
+    prev = l;
+  }
+  (void)prev;
+  if (c.sorted.size() == 1) return len[c.sorted[0]] == 1;
+  return kraft == (1ull << kMaxCodeBits);
+}
+
+uint32_t reverse_bits(uint32_t v, int n) {
+  uint32_t r = 0;
+  for (int i = 0; i < n; i++) r |= ((v >> i) & 1u) << (n - 1 - i);
+  return r;
+}
+
+struct Layout {
+  uint32_t values = 0, mode = 0;
+  std::array<uint32_t, kStreams> stream_bytes{};
+  std::array<size_t, kStreams> stream_at{};
+  std::array<uint8_t, 256> len{};
+};
+
+Layout parse(const uint8_t* b, size_t size, const std::string& where) {
+  Layout L;
+  if (size < 12) fail(where, "compressed block of " + std::to_string(size) + " bytes is truncated");
+  L.values = load32(b);
+  L.mode = load32(b + 8);
+  if (L.values > kMaxBlockValues) fail(where, "compressed block claims " + std::to_string(L.values) + " values");
+  if (L.mode == kRaw) {
+    if (size != 12 + 2 * size_t(L.values)) fail(where, "raw block size does not match its value count");
+    return L;
+  }
+  if (L.mode != kHuffman) fail(where, "compressed block has unknown mode " + std::to_string(L.mode));
+  if (size < kHeaderBytes) fail(where, "compressed block header is truncated");
+  uint64_t at = kHeaderBytes + uint64_t(L.values);
+  for (int s = 0; s < kStreams; s++) {
+    L.stream_bytes[size_t(s)] = load32(b + 12 + 4 * s);
+    L.stream_at[size_t(s)] = size_t(at);
+    at += uint64_t(L.stream_bytes[size_t(s)]) + kPad;
+  }
+  if (at != size) fail(where, "compressed block size does not match its header");
+  for (int e = 0; e < 256; e++) L.len[size_t(e)] = uint8_t((b + 12 + 4 * kStreams)[e / 2] >> (4 * (e % 2)) & 15);
+  return L;
+}
+
+// crc32 of every byte but the crc field itself.
+uint32_t block_crc(const uint8_t* b, size_t size) {
+  return uint32_t(crc32(crc32(0, b, 4), b + 8, uInt(size - 8)));
+}
+
+uint32_t stream_begin(uint32_t n, int s) { return uint32_t(uint64_t(n) * uint64_t(s) / kStreams); }
+
+// LSB-first bit writer.
+struct BitWriter {
+  std::vector<uint8_t>& out;
+  uint64_t acc = 0;
+  int bits = 0;
+  void put(uint32_t v, int n) {
+    acc |= uint64_t(v) << bits;
+    bits += n;
+    while (bits >= 8) {
+      out.push_back(uint8_t(acc));
+      acc >>= 8;
+      bits -= 8;
+    }
+  }
+  void flush() {
+    if (bits > 0) out.push_back(uint8_t(acc));
+    acc = 0;
+    bits = 0;
+  }
+};
+
+// out[i] = join(exps[i], sm[i]); 16 at a time with SSE2 (baseline x86-64):
+// the low byte is (e & 1) << 7 | (sm & 0x7f), the high byte (sm & 0x80) | e >> 1.
+void merge(const uint8_t* exps, const uint8_t* sm, uint32_t n, uint16_t* out) {
+  uint32_t i = 0;
+#if defined(__SSE2__)
+  const __m128i m7f = _mm_set1_epi8(0x7f), m80 = _mm_set1_epi8(char(0x80));
+  for (; i + 16 <= n; i += 16) {
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(exps + i));
+    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + i));
+    const __m128i lo = _mm_or_si128(_mm_and_si128(s, m7f), _mm_and_si128(_mm_slli_epi16(e, 7), m80));
+    const __m128i hi = _mm_or_si128(_mm_and_si128(s, m80), _mm_and_si128(_mm_srli_epi16(e, 1), m7f));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_unpacklo_epi8(lo, hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 8), _mm_unpackhi_epi8(lo, hi));
+  }
+#endif
+  for (; i < n; i++) out[i] = join(exps[i], sm[i]);
+}
+
+}  // namespace
+
+size_t encode_block(const uint16_t* in, uint32_t n, std::vector<uint8_t>& out) {
+  if (n > kMaxBlockValues) fail("bf16 codec", "block of " + std::to_string(n) + " values is too large");
+  const size_t start = out.size();
+  std::array<uint64_t, 256> freq{};
+  for (uint32_t i = 0; i < n; i++) freq[exponent_of(in[i])]++;
+  const std::array<uint8_t, 256> len = code_lengths(freq);
+  Canonical c;
+  canonical(len, c);
+  out.resize(start + kHeaderBytes);
+  store32(out.data() + start, n);
+  store32(out.data() + start + 8, kHuffman);
+  for (int e = 0; e < 256; e++) out[start + 12 + 4 * kStreams + size_t(e / 2)] |= uint8_t(len[size_t(e)] << (4 * (e % 2)));
+  for (uint32_t i = 0; i < n; i++) out.push_back(sign_mantissa_of(in[i]));
+  for (int s = 0; s < kStreams; s++) {
+    const size_t at = out.size();
+    BitWriter w{out};
+    for (uint32_t i = stream_begin(n, s); i < stream_begin(n, s + 1); i++) {
+      const uint8_t e = exponent_of(in[i]);
+      w.put(reverse_bits(c.code[e], len[e]), len[e]);
+    }
+    w.flush();
+    store32(out.data() + start + 12 + 4 * s, uint32_t(out.size() - at));
+    out.insert(out.end(), kPad, 0);
+  }
+  if (out.size() - start >= 12 + 2 * size_t(n)) {  // coding does not pay: store raw
+    out.resize(start + 12);
+    store32(out.data() + start + 8, kRaw);
+    const size_t at = out.size();
+    out.resize(at + 2 * size_t(n));
+    std::memcpy(out.data() + at, in, 2 * size_t(n));
+  }
+  const size_t size = out.size() - start;
+  store32(out.data() + start + 4, block_crc(out.data() + start, size));
+  return size;
+}
+
+uint32_t block_values(const uint8_t* block, size_t size, const std::string& where) {
+  return parse(block, size, where).values;
+}
+
+bool checksum_ok(const uint8_t* block, size_t size) {
+  if (size < 12) return false;
+  return load32(block + 4) == block_crc(block, size);
+}
+
+void decode_ref(const uint8_t* block, size_t size, uint16_t* out, uint32_t values, const std::string& where) {
+  const Layout L = parse(block, size, where);
+  if (L.values != values) fail(where, "compressed block holds " + std::to_string(L.values) + " values, expected " + std::to_string(values));
+  if (L.mode == kRaw) {
+    std::memcpy(out, block + 12, 2 * size_t(values));
+    return;
+  }
+  Canonical c;
+  if (values > 0 && !canonical(L.len, c)) fail(where, "compressed block has an invalid code table");
+  const uint8_t* sm = block + kHeaderBytes;
+  for (int s = 0; s < kStreams; s++) {
+    const uint8_t* p = block + L.stream_at[size_t(s)];
+    const uint64_t nbits = uint64_t(L.stream_bytes[size_t(s)]) * 8;
+    uint64_t pos = 0;
+    for (uint32_t i = stream_begin(values, s); i < stream_begin(values, s + 1); i++) {
+      int code = 0, l = 1;
+      for (;; l++) {
+        if (l > kMaxCodeBits) fail(where, "compressed block has an invalid code");
+        if (pos >= nbits) fail(where, "compressed block's exponent stream ends early");
+        code = (code << 1) | ((p[pos / 8] >> (pos % 8)) & 1);
+        pos++;
+        const int k = code - c.first[size_t(l)];
+        if (k >= 0 && k < c.count[size_t(l)]) {
+          out[i] = join(c.sorted[size_t(c.index[size_t(l)] + k)], sm[i]);
+          break;
+        }
+      }
+    }
+  }
+}
+
+void decode(const uint8_t* block, size_t size, uint16_t* out, uint32_t values, const std::string& where) {
+  const Layout L = parse(block, size, where);
+  if (L.values != values) fail(where, "compressed block holds " + std::to_string(L.values) + " values, expected " + std::to_string(values));
+  if (L.mode == kRaw) {
+    std::memcpy(out, block + 12, 2 * size_t(values));
+    return;
+  }
+  if (values == 0) return;
+  // One lookup per code: entry = symbol | length << 8, indexed by the next
+  // kLutBits bits of the stream (the first bit read is the code's top bit,
+  // so codes are placed bit-reversed).
+  Canonical c;
+  if (!canonical(L.len, c)) fail(where, "compressed block has an invalid code table");
+  std::array<uint16_t, 1u << kLutBits> lut;
+  if (c.sorted.size() == 1) {
+    lut.fill(uint16_t(c.sorted[0] | 1u << 8));
+  } else {
+    for (uint8_t s : c.sorted) {
+      const int l = L.len[s];
+      const uint32_t r = reverse_bits(c.code[s], l);
+      for (uint32_t j = 0; j < (1u << (kLutBits - l)); j++) lut[r | (j << l)] = uint16_t(s | uint32_t(l) << 8);
+    }
+  }
+  thread_local std::vector<uint8_t> exps;
+  if (exps.size() < values) exps.resize(values);
+  // Stream s: bit position pos[s] from the block's start; a load at byte
+  // b <= last[s] stays within its padding. Positions only grow, so a stream
+  // that ran past its end is still past it at the end (checked there); until
+  // then loads are clamped, which keeps a corrupt block in bounds.
+  uint64_t pos[kStreams], last[kStreams];
+  uint32_t first[kStreams];
+  for (int s = 0; s < kStreams; s++) {
+    pos[s] = uint64_t(L.stream_at[size_t(s)]) * 8;
+    last[s] = L.stream_at[size_t(s)] + L.stream_bytes[size_t(s)];
+    first[s] = stream_begin(values, s);
+  }
+  uint8_t* const ex = exps.data();
+  // Every stream has at least `common` symbols; 5 codes of <= 11 bits fit in
+  // the 57 bits one unaligned 8-byte load guarantees.
+  const uint32_t common = stream_begin(values, 1) - stream_begin(values, 0);
+  constexpr uint64_t kMask = (1u << kLutBits) - 1;
+  uint32_t j = 0;
+  for (; j + 5 <= common; j += 5) {
+    for (int s = 0; s < kStreams; s++) {
+      uint64_t v = load64(block + std::min(pos[s] >> 3, last[s])) >> (pos[s] & 7);
+      uint8_t* d = ex + first[s] + j;
+      uint32_t e = lut[v & kMask], used = e >> 8;
+      d[0] = uint8_t(e);
+      v >>= e >> 8;
+      e = lut[v & kMask];
+      used += e >> 8;
+      d[1] = uint8_t(e);
+      v >>= e >> 8;
+      e = lut[v & kMask];
+      used += e >> 8;
+      d[2] = uint8_t(e);
+      v >>= e >> 8;
+      e = lut[v & kMask];
+      used += e >> 8;
+      d[3] = uint8_t(e);
+      v >>= e >> 8;
+      e = lut[v & kMask];
+      used += e >> 8;
+      d[4] = uint8_t(e);
+      pos[s] += used;
+    }
+  }
+  for (int s = 0; s < kStreams; s++) {
+    const uint32_t n = stream_begin(values, s + 1) - first[s];
+    for (uint32_t i = j; i < n; i++) {
+      const uint32_t e = lut[(load64(block + std::min(pos[s] >> 3, last[s])) >> (pos[s] & 7)) & kMask];
+      ex[first[s] + i] = uint8_t(e);
+      pos[s] += e >> 8;
+    }
+  }
+  bool bad = false;
+  for (int s = 0; s < kStreams; s++) bad |= pos[s] > last[s] * 8;
+  if (bad) fail(where, "compressed block's exponent stream ends early");
+  merge(exps.data(), block + kHeaderBytes, values, out);
+}
+
+double exponent_entropy(const uint16_t* in, size_t n) {
+  if (n == 0) return 0;
+  std::array<uint64_t, 256> freq{};
+  for (size_t i = 0; i < n; i++) freq[exponent_of(in[i])]++;
+  double h = 0;
+  for (uint64_t f : freq)
+    if (f) h -= double(f) / double(n) * std::log2(double(f) / double(n));
+  return h;
+}
+
+}  // namespace sluice::codec

@@ -1,0 +1,339 @@
+#include "pack/pack.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/read_exact.h"
+#include "kernels/bf16_codec.h"
+#include "kernels/threads.h"
+#include "hub/sha256.h"
+
+namespace sluice {
+
+namespace {
+
+using json = nlohmann::json;
+
+// The file starts with kMagic and zeros up to kDataStart; it ends with the
+// JSON header and then the trailer: u64 header_at, u64 header_bytes,
+// u32 crc32(header), "SLPK". (Header last: it is written once every block's
+// place is known, in one sequential pass.)
+constexpr char kMagic[8] = {'S', 'L', 'P', 'A', 'C', 'K', '1', '\0'};
+constexpr uint64_t kDataStart = 4096;
+constexpr uint64_t kTrailer = 24;
+constexpr uint32_t kTrailerMagic = 0x4b504c53;  // "SLPK"
+constexpr int kVersion = 1;
+constexpr uint32_t kTargetBlockValues = 1u << 16;
+constexpr uint64_t kChunkSource = 64ull << 20;  // source bytes encoded at once
+
+std::string base_name(const std::string& p) {
+  const size_t s = p.find_last_of('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+uint64_t file_size(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) fail(path, "cannot stat");
+  return uint64_t(st.st_size);
+}
+
+// What a pack holds: every BF16 2-D tensor but the embedding, in file order.
+std::vector<const TensorInfo*> spine_tensors(const Checkpoint& ck) {
+  std::vector<const TensorInfo*> out;
+  for (const auto& [name, t] : ck.tensors)
+    if (t.dtype == DType::BF16 && t.shape.size() == 2 && t.shape[0] > 1 && name != "model.embed_tokens.weight")
+      out.push_back(&t);
+  std::sort(out.begin(), out.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return std::tie(a->shard, a->offset) < std::tie(b->shard, b->offset); });
+  return out;
+}
+
+std::string key_of(const Checkpoint& ck, const TensorInfo& t) {
+  for (const auto& [name, info] : ck.tensors)
+    if (&info == &t) return name;
+  return t.name;
+}
+
+struct Writer {
+  std::string path;
+  FILE* f = nullptr;
+  uint64_t at = 0;
+  void write(const void* p, size_t n) {
+    if (n && std::fwrite(p, 1, n, f) != n) fail(path, "write failed (disk full?)");
+    at += n;
+  }
+};
+
+}  // namespace
+
+const char* spine_format_name(SpineFormat f) {
+  switch (f) {
+    case SpineFormat::bf16: return "bf16";
+    case SpineFormat::lossless: return "lossless";
+    case SpineFormat::int8: return "int8";
+  }
+  return "?";
+}
+
+SpineFormat parse_spine_format(const std::string& s) {
+  if (s == "bf16") return SpineFormat::bf16;
+  if (s == "lossless") return SpineFormat::lossless;
+  if (s == "int8") return SpineFormat::int8;
+  fail("--spine", "'" + s + "' is not one of bf16, lossless, int8");
+}
+
+std::string pack_path(const std::string& dir, SpineFormat format) {
+  return dir + "/spine." + spine_format_name(format) + ".pack";
+}
+
+const PackedTensor* Pack::find(int shard, uint64_t offset) const {
+  for (const PackedTensor& t : tensors)
+    if (t.shard == shard && t.offset == offset) return &t;
+  return nullptr;
+}
+
+Pack open_pack(const std::string& path, const Checkpoint& ck) {
+  Pack p;
+  p.path = path;
+  p.file_bytes = file_size(path);
+  if (p.file_bytes < kDataStart + kTrailer) fail(path, "pack is truncated (" + std::to_string(p.file_bytes) + " bytes)");
+  char magic[8];
+  read_exact(path, magic, 8, 0);
+  if (std::memcmp(magic, kMagic, 8) != 0) fail(path, "not a sluice pack (bad magic)");
+  uint8_t tr[kTrailer];
+  read_exact(path, tr, kTrailer, p.file_bytes - kTrailer);
+  uint64_t header_at, header_bytes;
+  uint32_t header_crc, tmagic;
+  std::memcpy(&header_at, tr, 8);
+  std::memcpy(&header_bytes, tr + 8, 8);
+  std::memcpy(&header_crc, tr + 16, 4);
+  std::memcpy(&tmagic, tr + 20, 4);
+  if (tmagic != kTrailerMagic || header_at < kDataStart || header_bytes > (64ull << 20) ||
+      header_at + header_bytes + kTrailer != p.file_bytes)
+    fail(path, "pack is truncated or incomplete (no valid trailer); run `sluice pack` again");
+  std::string text(header_bytes, '\0');
+  read_exact(path, text.data(), header_bytes, header_at);
+  if (uint32_t(crc32(0, reinterpret_cast<const Bytef*>(text.data()), uInt(text.size()))) != header_crc)
+    fail(path, "pack header fails its checksum");
+  json h;
+  try {
+    h = json::parse(text);
+    if (h.at("format") != "sluice-pack" || h.at("version") != kVersion) fail(path, "unsupported pack format or version");
+    p.format = parse_spine_format(h.at("spine").get<std::string>());
+    const json& shards = h.at("shards");
+    if (shards.size() != ck.shard_paths.size()) fail(path, "pack was made from another checkpoint (shard count differs)");
+    for (size_t i = 0; i < shards.size(); i++) {
+      if (shards[i].at("file").get<std::string>() != base_name(ck.shard_paths[i]) ||
+          shards[i].at("bytes").get<uint64_t>() != ck.shard_sizes[i])
+        fail(path, "pack was made from another checkpoint (" + base_name(ck.shard_paths[i]) +
+                       " differs in name or size); run `sluice pack` again");
+    }
+    for (const json& j : h.at("tensors")) {
+      PackedTensor t;
+      t.name = j.at("name").get<std::string>();
+      t.rows = j.at("shape").at(0).get<int64_t>();
+      t.cols = j.at("shape").at(1).get<int64_t>();
+      t.shard = j.at("shard").get<int>();
+      t.offset = j.at("offset").get<uint64_t>();
+      t.nbytes = j.at("nbytes").get<uint64_t>();
+      t.sha256 = j.at("sha256").get<std::string>();
+      t.rows_per_block = j.at("rows_per_block").get<int64_t>();
+      t.index_at = j.at("index_at").get<uint64_t>();
+      const int64_t blocks = j.at("blocks").get<int64_t>();
+      const TensorInfo* src = ck.find(t.name);
+      if (!src || src->dtype != DType::BF16 || src->shape != std::vector<int64_t>{t.rows, t.cols} ||
+          src->shard != t.shard || src->offset != t.offset || src->nbytes != t.nbytes)
+        fail(path, "pack was made from another checkpoint (tensor '" + t.name + "' differs); run `sluice pack` again");
+      if (t.rows_per_block < 1 || t.cols < 1 || t.rows_per_block > int64_t(codec::kMaxBlockValues) / t.cols ||
+          blocks != (t.rows + t.rows_per_block - 1) / t.rows_per_block || t.index_at < kDataStart ||
+          t.index_at + uint64_t(blocks + 1) * 8 > header_at)
+        fail(path, "pack header is inconsistent (tensor '" + t.name + "')");
+      t.index.resize(size_t(blocks + 1));
+      read_exact(path, t.index.data(), t.index.size() * 8, t.index_at);
+      if (uint32_t(crc32(0, reinterpret_cast<const Bytef*>(t.index.data()), uInt(t.index.size() * 8))) !=
+          j.at("index_crc32").get<uint32_t>())
+        fail(path, "block index of tensor '" + t.name + "' fails its checksum");
+      t.data_at = t.index_at + t.index.size() * 8;
+      if (t.index[0] != 0) fail(path, "block index of tensor '" + t.name + "' is inconsistent");
+      for (size_t b = 0; b + 1 < t.index.size(); b++)
+        if (t.index[b + 1] <= t.index[b]) fail(path, "block index of tensor '" + t.name + "' is inconsistent");
+      if (t.data_at + t.index.back() > header_at) fail(path, "block index of tensor '" + t.name + "' runs past the data");
+      p.packed_bytes += t.index.back();
+      p.source_bytes += t.nbytes;
+      p.tensors.push_back(std::move(t));
+    }
+  } catch (const json::exception& e) {
+    fail(path, std::string("pack header is malformed: ") + e.what());
+  }
+  return p;
+}
+
+PackResult write_pack(const Checkpoint& ck, const PackOptions& opt) {
+  if (opt.format != SpineFormat::lossless) fail("pack", std::string("--spine ") + spine_format_name(opt.format) + " is not implemented yet (lossless is)");
+  PackResult r;
+  r.path = opt.out.empty() ? pack_path(ck.dir, opt.format) : opt.out;
+  struct stat st;
+  if (::stat(r.path.c_str(), &st) == 0) {
+    try {
+      Pack old = open_pack(r.path, ck);
+      if (old.format == opt.format) {
+        r.up_to_date = true;
+        r.source_bytes = old.source_bytes;
+        r.packed_bytes = old.packed_bytes;
+        return r;
+      }
+    } catch (const Error&) {
+      // Stale or damaged: written again below.
+    }
+  }
+  const std::vector<const TensorInfo*> tensors = spine_tensors(ck);
+  uint64_t total = 0;
+  for (const TensorInfo* t : tensors) total += t->nbytes;
+  const std::string tmp = r.path + ".tmp." + std::to_string(::getpid());
+  Writer w{tmp, std::fopen(tmp.c_str(), "wb")};
+  if (!w.f) fail(tmp, "cannot create the pack file");
+  try {
+    std::vector<uint8_t> zeros(kDataStart, 0);
+    std::memcpy(zeros.data(), kMagic, 8);
+    w.write(zeros.data(), zeros.size());
+    json h = {{"format", "sluice-pack"}, {"version", kVersion}, {"spine", spine_format_name(opt.format)},
+              {"codec", "bf16-exponent-huffman-v1"}, {"shards", json::array()}, {"tensors", json::array()}};
+    for (size_t i = 0; i < ck.shard_paths.size(); i++)
+      h["shards"].push_back({{"file", base_name(ck.shard_paths[i])}, {"bytes", ck.shard_sizes[i]}});
+    uint64_t done = 0;
+    std::vector<uint16_t> src;
+    for (const TensorInfo* t : tensors) {
+      const std::string& shard = ck.shard_paths[size_t(t->shard)];
+      const int64_t rows = t->shape[0], cols = t->shape[1];
+      if (cols > int64_t(codec::kMaxBlockValues)) fail(shard, "tensor '" + t->name + "' has rows too long to pack");
+      const int64_t rpb = std::max<int64_t>(1, int64_t(kTargetBlockValues) / cols);
+      const int64_t blocks = (rows + rpb - 1) / rpb;
+      // The index goes first: reserve it, fill it as blocks are written.
+      const uint64_t index_at = w.at;
+      std::vector<uint64_t> index(size_t(blocks + 1), 0);
+      if (std::fseek(w.f, long(index.size() * 8), SEEK_CUR) != 0) fail(tmp, "seek failed");
+      w.at += index.size() * 8;
+      const uint64_t data_at = w.at;
+      Hasher sha;
+      const int64_t chunk_blocks = std::max<int64_t>(1, int64_t(kChunkSource / (uint64_t(rpb * cols) * 2)));
+      std::vector<std::vector<uint8_t>> enc;
+      for (int64_t b0 = 0; b0 < blocks; b0 += chunk_blocks) {
+        const int64_t nb = std::min(chunk_blocks, blocks - b0);
+        const int64_t r0 = b0 * rpb, r1 = std::min(rows, (b0 + nb) * rpb);
+        src.resize(size_t((r1 - r0) * cols));
+        read_exact(shard, src.data(), src.size() * 2, t->offset + uint64_t(r0 * cols) * 2);
+        sha.update(src.data(), src.size() * 2);
+        enc.assign(size_t(nb), {});
+        kernels::parallel_for(nb, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; i++) {
+            const int64_t br0 = (b0 + i) * rpb, br1 = std::min(rows, br0 + rpb);
+            codec::encode_block(src.data() + (br0 - r0) * cols, uint32_t((br1 - br0) * cols), enc[size_t(i)]);
+          }
+        });
+        for (int64_t i = 0; i < nb; i++) {
+          w.write(enc[size_t(i)].data(), enc[size_t(i)].size());
+          index[size_t(b0 + i + 1)] = w.at - data_at;
+        }
+        done += uint64_t(r1 - r0) * uint64_t(cols) * 2;
+        if (opt.progress) opt.progress(done, total);
+      }
+      const uint64_t end = w.at;
+      if (std::fseek(w.f, long(index_at), SEEK_SET) != 0) fail(tmp, "seek failed");
+      if (std::fwrite(index.data(), 8, index.size(), w.f) != index.size()) fail(tmp, "write failed (disk full?)");
+      if (std::fseek(w.f, long(end), SEEK_SET) != 0) fail(tmp, "seek failed");
+      h["tensors"].push_back({{"name", key_of(ck, *t)}, {"shape", {rows, cols}}, {"shard", t->shard},
+                              {"offset", t->offset}, {"nbytes", t->nbytes}, {"sha256", sha.finish_hex()},
+                              {"rows_per_block", rpb}, {"blocks", blocks}, {"index_at", index_at},
+                              {"index_crc32", uint32_t(crc32(0, reinterpret_cast<const Bytef*>(index.data()),
+                                                             uInt(index.size() * 8)))}});
+      r.packed_bytes += index.back();
+      r.source_bytes += t->nbytes;
+    }
+    const std::string text = h.dump(1);
+    const uint64_t header_at = w.at;
+    w.write(text.data(), text.size());
+    uint8_t tr[kTrailer];
+    const uint64_t hb = text.size();
+    const uint32_t crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(text.data()), uInt(text.size())));
+    std::memcpy(tr, &header_at, 8);
+    std::memcpy(tr + 8, &hb, 8);
+    std::memcpy(tr + 16, &crc, 4);
+    std::memcpy(tr + 20, &kTrailerMagic, 4);
+    w.write(tr, kTrailer);
+    if (std::fflush(w.f) != 0 || ::fsync(fileno(w.f)) != 0) fail(tmp, "write failed (disk full?)");
+    std::fclose(w.f);
+    w.f = nullptr;
+    if (std::rename(tmp.c_str(), r.path.c_str()) != 0) fail(r.path, "cannot rename the finished pack into place");
+  } catch (...) {
+    if (w.f) std::fclose(w.f);
+    std::remove(tmp.c_str());
+    throw;
+  }
+  return r;
+}
+
+void decode_blocks(const Pack& pack, const PackedTensor& t, int64_t first_block, int64_t n, const uint8_t* blocks,
+                   uint16_t* out, bool check) {
+  const uint64_t base = t.index[size_t(first_block)];
+  kernels::parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) {
+      const int64_t blk = first_block + i;
+      const uint8_t* p = blocks + (t.index[size_t(blk)] - base);
+      const size_t size = size_t(t.index[size_t(blk) + 1] - t.index[size_t(blk)]);
+      const std::string where = pack.path;
+      if (check && !codec::checksum_ok(p, size))
+        fail(where, "block " + std::to_string(blk) + " of tensor '" + t.name +
+                        "' fails its checksum (corrupt pack: run `sluice pack` again)");
+      codec::decode(p, size, out + i * t.rows_per_block * t.cols, uint32_t(t.block_rows(blk) * t.cols), where);
+    }
+  });
+}
+
+std::vector<std::string> verify_pack(const std::string& path, const Checkpoint& ck) {
+  std::vector<std::string> problems;
+  Pack p;
+  try {
+    p = open_pack(path, ck);
+  } catch (const Error& e) {
+    return {e.what()};
+  }
+  std::vector<uint16_t> src, dec;
+  std::vector<uint8_t> bytes;
+  for (const PackedTensor& t : p.tensors) {
+    const std::string& shard = ck.shard_paths[size_t(t.shard)];
+    Hasher s_src, s_dec;
+    const int64_t chunk = std::max<int64_t>(1, int64_t(kChunkSource / (uint64_t(t.rows_per_block * t.cols) * 2)));
+    try {
+      for (int64_t b0 = 0; b0 < t.blocks(); b0 += chunk) {
+        const int64_t nb = std::min(chunk, t.blocks() - b0);
+        const int64_t r0 = b0 * t.rows_per_block, r1 = std::min(t.rows, (b0 + nb) * t.rows_per_block);
+        src.resize(size_t((r1 - r0) * t.cols));
+        dec.resize(src.size());
+        read_exact(shard, src.data(), src.size() * 2, t.offset + uint64_t(r0 * t.cols) * 2);
+        s_src.update(src.data(), src.size() * 2);
+        bytes.resize(size_t(t.index[size_t(b0 + nb)] - t.index[size_t(b0)]));
+        read_exact(path, bytes.data(), bytes.size(), t.data_at + t.index[size_t(b0)]);
+        decode_blocks(p, t, b0, nb, bytes.data(), dec.data(), true);
+        s_dec.update(dec.data(), dec.size() * 2);
+      }
+    } catch (const Error& e) {
+      problems.push_back(e.what());
+      continue;
+    }
+    const std::string a = s_src.finish_hex(), b = s_dec.finish_hex();
+    if (a != t.sha256)
+      problems.push_back(shard + ": tensor '" + t.name + "' changed since it was packed into " + path);
+    else if (b != t.sha256)
+      problems.push_back(path + ": tensor '" + t.name + "' does not decode to its source bytes");
+  }
+  return problems;
+}
+
+}  // namespace sluice

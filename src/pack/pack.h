@@ -1,0 +1,93 @@
+// pack/pack.h — a packed copy of a checkpoint's spine, beside its shards.
+//
+// Why a folder of its own: a pack is derived from a checkpoint (checkpoint/)
+// with the codec (kernels/bf16_codec.h) and read by the spine (k3/spine.h);
+// it sits between them in the data flow, and owns one file format.
+//
+// `spine.lossless.pack` holds every spine matrix (each BF16 2-D tensor except
+// the embedding, whose rows the engine reads one token at a time) as
+// compressed blocks of whole rows (codec blocks, each with its crc32). File:
+//   "SLPACK1\0"  u64 header_bytes  u32 crc32(header)  u32 0
+//   header: JSON (below), then zero padding to a multiple of 4096
+//   per tensor: u64 index[blocks + 1] (block b is data[index[b], index[b+1])),
+//               then the blocks
+// The JSON binds the pack to its checkpoint: the shard files' names and
+// sizes, and per tensor its name, shape, shard, offset, byte length and the
+// sha256 of those source bytes; plus where its index and blocks lie, the
+// index's crc32, and the whole file's size (a truncated pack is refused).
+// Opening checks the binding against the checkpoint's headers and sizes (no
+// weight byte is read); verify_pack() also rehashes the sources and decodes
+// every block (bit-exact against the source sha256).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+
+namespace sluice {
+
+enum class SpineFormat { bf16, lossless, int8 };
+const char* spine_format_name(SpineFormat f);
+// "bf16" | "lossless" | "int8"; throws naming the option otherwise.
+SpineFormat parse_spine_format(const std::string& s);
+
+// The pack file of `format` for checkpoint DIR (lossless: DIR/spine.lossless.pack).
+std::string pack_path(const std::string& dir, SpineFormat format);
+
+struct PackedTensor {
+  std::string name;
+  int64_t rows = 0, cols = 0;
+  int shard = -1;              // source: the checkpoint's shard index
+  uint64_t offset = 0, nbytes = 0;
+  std::string sha256;          // of the source bytes
+  int64_t rows_per_block = 0;
+  uint64_t index_at = 0;       // file offset of the block index
+  uint64_t data_at = 0;        // file offset of block 0
+  std::vector<uint64_t> index; // [blocks + 1], relative to data_at (read at open)
+  int64_t blocks() const { return int64_t(index.size()) - 1; }
+  int64_t block_rows(int64_t b) const { return std::min(rows_per_block, rows - b * rows_per_block); }
+};
+
+struct Pack {
+  std::string path;
+  SpineFormat format = SpineFormat::lossless;
+  uint64_t file_bytes = 0;
+  uint64_t packed_bytes = 0, source_bytes = 0;  // blocks, and the bf16 bytes they hold
+  std::vector<PackedTensor> tensors;
+  // The tensor whose source is (shard, offset), or nullptr.
+  const PackedTensor* find(int shard, uint64_t offset) const;
+};
+
+// Opens the pack at `path` and checks it belongs to `ck` (shard names and
+// sizes, every tensor's place, shape and dtype). Errors name the pack file.
+Pack open_pack(const std::string& path, const Checkpoint& ck);
+
+struct PackOptions {
+  SpineFormat format = SpineFormat::lossless;
+  std::string out;   // the pack file; empty: pack_path(ck.dir, format)
+  std::function<void(uint64_t done, uint64_t total)> progress;  // source bytes
+};
+struct PackResult {
+  std::string path;
+  bool up_to_date = false;   // a matching pack was already there: nothing written
+  uint64_t source_bytes = 0, packed_bytes = 0;
+};
+// Writes the pack (temp file + rename). An existing pack that matches `ck`
+// is kept as it is.
+PackResult write_pack(const Checkpoint& ck, const PackOptions& opt);
+
+// Every check: binding, index crc32s, every block's crc32, source sha256s,
+// and decoded blocks against the source sha256 (bit-exact). Returns problems
+// (empty = good), each naming the pack file.
+std::vector<std::string> verify_pack(const std::string& path, const Checkpoint& ck);
+
+// Reads and decodes rows [first_block, first_block + n) blocks of t from the
+// block bytes `blocks` (index[first_block] at blocks[0]) into out; checks each
+// block's crc32 when `check` (the first read). On the kernel thread pool.
+void decode_blocks(const Pack& pack, const PackedTensor& t, int64_t first_block, int64_t n, const uint8_t* blocks,
+                   uint16_t* out, bool check);
+
+}  // namespace sluice

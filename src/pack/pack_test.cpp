@@ -1,0 +1,164 @@
+// Packs: written atomically beside the checkpoint, bound to it, verified; the
+// engine reading a lossless pack gives the same logits bits as the bf16
+// shards in every mode (resident, streamed, partly resident, any threads);
+// corrupt, truncated and foreign packs fail with errors naming the pack.
+#include "pack/pack.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "base/error.h"
+#include "engine/session.h"
+#include "k3/model.h"
+#include "kernels/threads.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kFixture = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model";
+
+// A copy of the fixture's model (the pack goes beside its shards).
+struct TempModel {
+  fs::path dir;
+  explicit TempModel(const std::string& name) : dir(fs::path(SLUICE_BINARY).parent_path() / name) {
+    fs::remove_all(dir);
+    fs::copy(kFixture, dir);
+  }
+  ~TempModel() { fs::remove_all(dir); }
+};
+
+std::vector<float> run_all(Model& m, const std::vector<int>& toks, bool steps) {
+  Session s(m);
+  if (!steps) return s.prefill_all(toks);
+  std::vector<float> out;
+  for (int t : toks) {
+    const auto& l = s.step(t);
+    out.insert(out.end(), l.begin(), l.end());
+  }
+  return out;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Pack, WritesOnceVerifiesAndRefusesAnotherCheckpoint) {
+  TempModel t("pack-test-write");
+  const Checkpoint ck = open_checkpoint(t.dir.string());
+  const PackResult r = write_pack(ck, {});
+  EXPECT_FALSE(r.up_to_date);
+  EXPECT_EQ(r.path, pack_path(t.dir.string(), SpineFormat::lossless));
+  EXPECT_TRUE(fs::exists(r.path));
+  EXPECT_GT(r.source_bytes, 0u);
+  EXPECT_LT(r.packed_bytes, r.source_bytes);
+  for (const auto& e : fs::directory_iterator(t.dir)) EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos);
+  const auto mtime = fs::last_write_time(r.path);
+  const PackResult again = write_pack(ck, {});
+  EXPECT_TRUE(again.up_to_date);
+  EXPECT_EQ(fs::last_write_time(r.path), mtime);
+  EXPECT_TRUE(verify_pack(r.path, ck).empty());
+  const Pack p = open_pack(r.path, ck);
+  EXPECT_EQ(p.packed_bytes, r.packed_bytes);
+  EXPECT_TRUE(p.find(ck.tensor("lm_head.weight").shard, ck.tensor("lm_head.weight").offset));
+
+  // Another checkpoint (nanoK3) refuses it.
+  const Checkpoint nano = open_checkpoint(std::string(SLUICE_SOURCE_DIR) + "/models/nanok3");
+  const std::string msg = error_of([&] { open_pack(r.path, nano); });
+  EXPECT_NE(msg.find(r.path + ": pack was made from another checkpoint"), std::string::npos) << msg;
+  EXPECT_FALSE(verify_pack(r.path, nano).empty());
+}
+
+TEST(Pack, LosslessLogitsAreBitIdenticalInEveryMode) {
+  TempModel t("pack-test-logits");
+  const std::vector<int> toks = {448, 259, 309, 412, 370, 399, 335, 283, 72, 307};
+  ModelOptions bf;
+  bf.spine = "bf16";
+  auto base = open_model(t.dir.string(), bf);
+  EXPECT_EQ(base->spine->pack(), nullptr);
+  const std::vector<float> want_prefill = run_all(*base, toks, false), want_steps = run_all(*base, toks, true);
+  // No pack yet: the default is bf16, asking for lossless is an error.
+  EXPECT_EQ(open_model(t.dir.string())->spine->pack(), nullptr);
+  ModelOptions ll;
+  ll.spine = "lossless";
+  const std::string msg = error_of([&] { open_model(t.dir.string(), ll); });
+  EXPECT_NE(msg.find("spine.lossless.pack: no lossless pack here"), std::string::npos) << msg;
+
+  write_pack(open_checkpoint(t.dir.string()), {});
+  uint64_t bf16_streamed = 0, packed_streamed = 0;
+  struct Mode {
+    uint64_t budget, chunk;
+    int threads;
+  };
+  // Resident; streamed with whole matrices and with 16 KiB pieces; partly resident at two budgets.
+  for (const Mode& mode : {Mode{0, 64 << 20, 1}, Mode{2 << 20, 64 << 20, 3}, Mode{2 << 20, 16 << 10, 2},
+                           Mode{5 << 19, 16 << 10, 1}, Mode{3 << 20, 16 << 10, 3}}) {
+    SCOPED_TRACE("budget " + std::to_string(mode.budget) + " chunk " + std::to_string(mode.chunk) + " threads " +
+                 std::to_string(mode.threads));
+    kernels::set_num_threads(mode.threads);
+    ModelOptions o;
+    o.ram_budget = mode.budget;
+    o.spine_chunk_bytes = mode.chunk;
+    o.max_context = 256;
+    auto m = open_model(t.dir.string(), o);  // the default: the pack, since it is there
+    ASSERT_NE(m->spine->pack(), nullptr);
+    EXPECT_EQ(m->plan.spine_resident, mode.budget == 0);
+    EXPECT_EQ(run_all(*m, toks, false), want_prefill);
+    EXPECT_EQ(run_all(*m, toks, true), want_steps);
+    if (mode.budget == (2 << 20) && mode.chunk == (64 << 20)) {
+      packed_streamed = m->spine->streamed_bytes_per_pass(true);
+      bf.ram_budget = mode.budget;
+      bf.max_context = 256;
+      bf16_streamed = open_model(t.dir.string(), bf)->spine->streamed_bytes_per_pass(true);
+    }
+  }
+  kernels::set_num_threads(0);
+  EXPECT_GT(packed_streamed, 0u);
+  EXPECT_LT(packed_streamed, bf16_streamed);
+}
+
+TEST(Pack, CorruptAndTruncatedPacksFailNamingTheFile) {
+  TempModel t("pack-test-corrupt");
+  const Checkpoint ck = open_checkpoint(t.dir.string());
+  const std::string path = write_pack(ck, {}).path;
+  const Pack p = open_pack(path, ck);
+  // Flip a byte inside the head's first block: the first read catches it.
+  const PackedTensor* head = p.find(ck.tensor("lm_head.weight").shard, ck.tensor("lm_head.weight").offset);
+  ASSERT_NE(head, nullptr);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(head->data_at + head->index[1] / 2));
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(std::streamoff(head->data_at + head->index[1] / 2));
+    c = char(c ^ 0x10);
+    f.write(&c, 1);
+  }
+  EXPECT_FALSE(verify_pack(path, ck).empty());
+  for (uint64_t budget : {uint64_t(0), uint64_t(2) << 20}) {  // resident: at open; streamed: at the first pass
+    ModelOptions o;
+    o.ram_budget = budget;
+    const std::string msg = error_of([&] {
+      auto m = open_model(t.dir.string(), o);
+      run_all(*m, {448, 259}, false);
+    });
+    EXPECT_NE(msg.find(path + ": block 0 of tensor 'lm_head.weight' fails its checksum"), std::string::npos) << msg;
+  }
+  // Truncated: refused at open.
+  fs::resize_file(path, fs::file_size(path) - 100);
+  const std::string msg = error_of([&] { open_model(t.dir.string()); });
+  EXPECT_NE(msg.find(path + ": pack is truncated"), std::string::npos) << msg;
+  // Packing again replaces the damaged pack.
+  EXPECT_FALSE(write_pack(ck, {}).up_to_date);
+  EXPECT_TRUE(verify_pack(path, ck).empty());
+}
+
+}  // namespace
+}  // namespace sluice
