@@ -29,6 +29,7 @@ struct ServeArgs {
   serve::ServerOptions opt;
   uint64_t state_cache_mb = 2048;
   double shutdown_grace = 10;
+  std::string draft = "suffix";
 };
 
 int run_serve(ServeArgs& a) {
@@ -42,6 +43,8 @@ int run_serve(ServeArgs& a) {
   signal(SIGPIPE, SIG_IGN);  // a vanished client is an error on write, not a death
 
   a.opt.state_cache_bytes = a.state_cache_mb << 20;
+  if (a.draft != "none" && a.draft != "suffix") fail("--draft", "expected none or suffix, got '" + a.draft + "'");
+  if (a.draft == "none") a.opt.draft.max_tokens = 0;
   ModelOptions mopt;
   if (!a.ram_budget.empty()) mopt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   auto model = open_model(a.model, mopt);
@@ -108,6 +111,11 @@ Command reg("serve", "Serve the model over an OpenAI-compatible HTTP API", [](CL
   sub.add_option("--shutdown-grace", a->shutdown_grace, "Seconds a running generation may finish after SIGTERM")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
+  sub.add_option("--draft", a->draft, "Speculative drafts from the text itself: suffix, or none (off)")
+      ->capture_default_str();
+  sub.add_option("--draft-max", a->opt.draft.max_tokens, "Most draft tokens verified per pass")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   *action = [a] { return run_serve(*a); };
 });
 

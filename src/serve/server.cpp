@@ -82,6 +82,7 @@ struct Server::Impl {
   // Used only by the holder of the scheduler's front ticket.
   Session session;
   PrefixCache cache;
+  DraftStore drafts;  // recent outputs, drafted from by later requests
 
   std::atomic<bool> stopping{false}, cancel{false}, generating{false};
   int bound_port = -1;
@@ -297,6 +298,8 @@ struct Server::Impl {
     o.stop_ids = job.stop_ids;
     o.logprobs = g.logprobs ? g.top_logprobs : -1;
     o.cancelled = [&] { return cancel.load() || gone(); };
+    o.draft = opt.draft;
+    o.draft_store = &drafts;
 
     generating = true;
     struct Clear {

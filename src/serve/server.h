@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/drafter.h"
 #include "k3/model.h"
 #include "text/tokenizer.h"
 
@@ -38,6 +39,7 @@ struct ServerOptions {
   size_t max_request_bytes = 8u << 20;
   std::string model_id;    // the name clients must send; empty: the model directory's name
   uint64_t state_cache_bytes = 2ull << 30;  // prefix states kept for reuse
+  DraftOptions draft;      // speculative drafts (engine/drafter.h); max_tokens 0: off
 };
 
 class Server {
