@@ -14,7 +14,7 @@ const std::string kModel = std::string(SLUICE_SOURCE_DIR) + "/models/nanok3";
 
 std::vector<int> greedy(Session& s, const std::vector<int>& prompt, int draft_max, GenerateResult* r) {
   GenerateOptions o;
-  o.max_new_tokens = 8;
+  o.max_new_tokens = 6;
   o.sampling.temperature = 0;
   o.draft.max_tokens = draft_max;
   std::vector<int> ids;
@@ -43,10 +43,10 @@ TEST(NanoK3Draft, GreedyWithDraftsEqualsWithout) {
     const size_t at = rnd(text.size() - 64);
     if (repetitive) {
       // A passage twice, then its start again: the model continues the quote.
-      for (int r = 0; r < 2; r++) p.insert(p.end(), text.begin() + long(at), text.begin() + long(at + 14));
+      for (int r = 0; r < 2; r++) p.insert(p.end(), text.begin() + long(at), text.begin() + long(at + 10));
       p.insert(p.end(), text.begin() + long(at), text.begin() + long(at + 3));
     } else {
-      for (int k = 0; k < 20; k++) p.push_back(text[rnd(text.size())]);
+      for (int k = 0; k < 14; k++) p.push_back(text[rnd(text.size())]);
     }
     SCOPED_TRACE(i);
     GenerateResult plain, drafted;

@@ -26,14 +26,14 @@ namespace sluice {
 namespace {
 
 struct Scratch {
-  std::vector<float> qc, kc, vc, err, o;
-  explicit Scratch(int C, int D) : qc(size_t(C)), kc(size_t(C)), vc(size_t(C)), err(size_t(D)), o(size_t(C)) {}
+  std::vector<float> qc, kc, vc, err;
+  explicit Scratch(int C, int D) : qc(size_t(C)), kc(size_t(C)), vc(size_t(C)), err(size_t(D)) {}
 };
 
 // One position: conv, norms, the recurrence per head. The decay reads the
 // state from `from` (st.S itself, or the pre-chunk buffer) and writes st.S.
-// Row `q`..`beta` are this position's projections; with z null the gated
-// output norm is skipped (a replay wants only the state), o gets Sᵀq either way.
+// Row `q`..`beta` are this position's projections; with o_row null (a replay
+// wants only the state) neither the read nor the gated output norm is computed.
 void kda_position(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, const float* from, const float* q,
                   const float* k, const float* v, const float* f, const float* beta, const float* z, Scratch& s,
                   float* o_row) {
@@ -72,6 +72,14 @@ void kda_position(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, 
       const float* Si = S + size_t(i) * D;
       for (int j = 0; j < D; j++) err[j] -= ki * Si[j];
     }
+    if (!o_row) {  // a replay: (c) alone
+      for (int i = 0; i < D; i++) {
+        const float bk = b * kh[i];
+        float* Si = S + size_t(i) * D;
+        for (int j = 0; j < D; j++) Si[j] += bk * err[j];
+      }
+      continue;
+    }
     // (c) rank-1 write, (d) read with the updated state.
     float* o = o_row + size_t(h) * D;
     for (int j = 0; j < D; j++) o[j] = 0.0f;
@@ -84,7 +92,6 @@ void kda_position(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, 
         o[j] += qi * Si[j];
       }
     }
-    if (!z) continue;
     // Gated output norm: o_norm ⊙ o · rms(o) ⊙ σ(z).
     const float r = ref::rms_inv(o, D, eps);
     const float* zh = z + size_t(h) * D;
@@ -142,7 +149,7 @@ void kda_rollback(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, 
   for (int t = 0; t < keep; t++) {
     const size_t row = size_t(t) * C;
     kda_position(c, w, st, st.S.data(), undo.q.data() + row, undo.k.data() + row, undo.v.data() + row,
-                 undo.f.data() + row, undo.beta.data() + size_t(t) * NH, nullptr, s, s.o.data());
+                 undo.f.data() + row, undo.beta.data() + size_t(t) * NH, nullptr, s, nullptr);
   }
 }
 
