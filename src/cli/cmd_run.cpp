@@ -46,6 +46,8 @@ struct RunArgs {
   bool seed_given = false;
   std::vector<std::string> stop;
   bool ids = false, stats = false;
+  std::string draft = "suffix";
+  int draft_max = DraftOptions{}.max_tokens;
 };
 
 // Ctrl-C: the first one cancels the running generation; a second one, or one
@@ -83,7 +85,11 @@ void print_stats(const GenerateResult& r, const Model& model, const ExpertStats&
   const uint64_t fetched = now.fetched - before.fetched, hits = now.cache_hits - before.cache_hits;
   std::fprintf(stderr, "; experts: %llu spans, %.1f MB read, cache hit rate %.1f%%\n", (unsigned long long)fetched,
                double(now.bytes_read - before.bytes_read) / 1e6, fetched ? 100.0 * double(hits) / double(fetched) : 0.0);
-  std::fprintf(stderr, "%s\n", cli::expert_stats_json(model, r.prompt_tokens + r.generated_tokens).c_str());
+  nlohmann::json j = nlohmann::json::parse(cli::expert_stats_json(model, r.prompt_tokens + r.generated_tokens));
+  j["tokens_per_pass"] = r.tokens_per_pass();
+  j["draft_acceptance"] = r.draft_acceptance();
+  j["bytes_per_token"] = r.generated_tokens > 1 ? double(r.decode_bytes_read) / (r.generated_tokens - 1) : 0.0;
+  std::fprintf(stderr, "%s\n", j.dump().c_str());
 }
 
 struct Runner {
@@ -109,6 +115,7 @@ struct Runner {
     o.sampling.seed = a.seed_given ? a.seed : std::random_device{}();
     o.stop_ids = std::move(stop_ids);
     o.cancelled = [] { return g_interrupts.load() > 0; };
+    o.draft.max_tokens = a.draft == "none" ? 0 : a.draft_max;
     return o;
   }
 
@@ -231,6 +238,7 @@ int run_run(RunArgs& a) {
     if (e != "none" && e != "low" && e != "medium" && e != "high" && e != "max")
       fail("--reasoning-effort", "expected none, low, medium, high or max, got '" + e + "'");
   }
+  if (a.draft != "none" && a.draft != "suffix") fail("--draft", "expected none or suffix, got '" + a.draft + "'");
   SamplingParams sp{a.temperature, a.top_p, a.top_k, 0};
   check_sampling_params(sp);
 
@@ -280,6 +288,11 @@ Command reg("run", "Generate from a prompt, or chat (interactively on a terminal
   sub.add_option("--top-k", a->top_k, "Sample from the k most probable tokens (0: all)")->capture_default_str();
   CLI::Option* seed = sub.add_option("--seed", a->seed, "Sampling seed (default: random)");
   sub.add_option("--stop", a->stop, "Stop sequence (repeatable); matched on the text, never printed");
+  sub.add_option("--draft", a->draft, "Speculative drafts from the text itself: suffix, or none (off)")
+      ->capture_default_str();
+  sub.add_option("--draft-max", a->draft_max, "Most draft tokens verified per pass")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub.add_flag("--ids", a->ids, "Print generated token ids (space-separated) instead of text");
   sub.add_flag("--stats", a->stats,
                "Print tokens, speeds and expert reads to stderr at the end (then the expert source's JSON line)");

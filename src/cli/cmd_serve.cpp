@@ -41,6 +41,7 @@ struct ServeArgs {
   double shutdown_grace = 10;
   bool strict = false;
   int test_load_delay_ms = 0;
+  std::string draft = "suffix";
 };
 
 std::string read_key_file(const std::string& path) {
@@ -84,6 +85,8 @@ int run_serve(ServeArgs& a) {
     if (!h.empty()) a.opt.allowed_hosts.push_back(h);
   a.opt.state_cache_bytes = a.state_cache_mb << 20;
   if (a.opt.model_id.empty()) a.opt.model_id = dir_name(a.model);
+  if (a.draft != "none" && a.draft != "suffix") fail("--draft", "expected none or suffix, got '" + a.draft + "'");
+  if (a.draft == "none") a.opt.draft.max_tokens = 0;
   ModelOptions mopt;
   mopt.spine = a.spine;
   if (!a.ram_budget.empty()) mopt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
@@ -217,6 +220,11 @@ Command reg("serve", "Serve the model over an OpenAI-compatible HTTP API", [](CL
                  "to take over its reply")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
+  sub.add_option("--draft", a->draft, "Speculative drafts from the text itself: suffix, or none (off)")
+      ->capture_default_str();
+  sub.add_option("--draft-max", a->opt.draft.max_tokens, "Most draft tokens verified per pass")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   // Test hooks (a slow model without a big one); hidden from --help.
   sub.add_option("--test-prefill-delay-ms", o.test_chunk_delay_ms)->group("");
   sub.add_option("--test-load-delay-ms", a->test_load_delay_ms)->group("");

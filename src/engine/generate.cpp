@@ -115,35 +115,99 @@ GenerateResult generate(Session& s, std::span<const int> prompt, const GenerateO
   std::vector<float> lp;
   TokenEvent ev;
   double decode = 0;
-  for (;;) {
-    ev.id = sampler.sample(*logits);
+  const size_t V = size_t(s.model().config().vocab_size);
+  const bool drafting = opt.draft.max_tokens > 0;
+  Drafter drafter(opt.draft, opt.draft_store);
+  if (drafting) drafter.append(prompt);
+  // Reports token `id` sampled from logits row `row`; false when the generation ends there.
+  auto emit = [&](int id, const float* row) {
+    ev.id = id;
     ev.is_stop_id = std::find(opt.stop_ids.begin(), opt.stop_ids.end(), ev.id) != opt.stop_ids.end();
     if (opt.logprobs >= 0) {
-      log_softmax(*logits, lp);
+      log_softmax(std::span<const float>(row, V), lp);
       ev.logprob = lp[size_t(ev.id)];
       ev.top = top_logprobs(lp, opt.logprobs);
     }
     if (++r.generated_tokens == 1) r.first_token_seconds = seconds_since(t0);
+    if (drafting) drafter.append(id);
     Verdict v = on_token(ev);
     if (ev.is_stop_id || v == Verdict::stop) {
       r.finish = Finish::stop;
-      break;
+      return false;
     }
     if (v == Verdict::cancel || cancelled()) {
       r.finish = Finish::cancelled;
-      break;
+      return false;
     }
     if (r.generated_tokens >= opt.max_new_tokens) {
       r.finish = Finish::length;
-      break;
+      return false;
     }
+    return true;
+  };
+
+  const float* cur = logits->data();  // the row the pending token was sampled from
+  int next = sampler.sample(std::span<const float>(cur, V));
+  r.passes = 1;
+  const uint64_t bytes0 = model_bytes_read(s.model());
+  while (emit(next, cur)) {
+    // `next` is reported and must be fed; drafts ride along in the same pass.
+    const std::vector<int> drafts = drafting ? drafter.draft(opt.max_new_tokens - r.generated_tokens - 1) : std::vector<int>{};
     const auto ts = clock::now();
-    logits = &s.step(ev.id);
+    r.passes++;
+    r.rows += 1 + int(drafts.size());
+    if (drafts.empty()) {
+      cur = s.step(next).data();
+      decode += seconds_since(ts);
+      next = sampler.sample(std::span<const float>(cur, V));
+      continue;
+    }
+    std::vector<int> chunk{next};
+    chunk.insert(chunk.end(), drafts.begin(), drafts.end());
+    const float* rows = s.verify(chunk).data();
     decode += seconds_since(ts);
+    r.draft_proposed += int(drafts.size());
+    // Row i holds the logits after chunk[i]; draft i is chunk[i + 1].
+    size_t keep = chunk.size();
+    bool going = true;
+    for (size_t i = 0; i < drafts.size(); i++) {
+      cur = rows + i * V;
+      bool accepted = false;
+      next = sampler.sample_draft(std::span<const float>(cur, V), drafts[i], &accepted);
+      if (!accepted) {
+        keep = i + 1;  // chunk[0..i] stand; `next` replaces draft i
+        break;
+      }
+      r.draft_accepted++;
+      if (!emit(next, cur)) {
+        keep = i + 1;  // the last reported token is not fed
+        going = false;
+        break;
+      }
+    }
+    if (keep == chunk.size() && going) {
+      cur = rows + drafts.size() * V;  // every draft stood: the model's own next token
+      next = sampler.sample(std::span<const float>(cur, V));
+    }
+    if (keep < chunk.size()) {
+      const auto tr = clock::now();
+      s.keep_verified(int(keep));
+      decode += seconds_since(tr);
+    }
+    if (!going) break;
   }
   r.decode_seconds = decode;
-  if (cache && s.tokens().size() > prompt.size()) cache->save(s, *logits);
+  r.decode_bytes_read = model_bytes_read(s.model()) - bytes0;
+  if (opt.draft_store && drafting) opt.draft_store->add(drafter.context());  // prompt and output
+  if (cache && s.tokens().size() > prompt.size()) cache->save(s, std::span<const float>(cur, V));
   return r;
+}
+
+uint64_t model_bytes_read(const Model& m) {
+  uint64_t b = m.globals_bytes_read;
+  if (m.spine) b += m.spine->bytes_read();
+  if (m.experts) b += m.experts->stats().bytes_read;
+  return b;
 }
 
 StopMatcher::StopMatcher(std::vector<std::string> stops) {

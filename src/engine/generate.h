@@ -7,6 +7,15 @@
 // The caller sees every sampled token through one callback; text, stop
 // sequences and channels are its business (StopMatcher helps with the first).
 //
+// Speculative drafting (on by default; DraftOptions::max_tokens 0 turns it
+// off): after each sampled token the drafter (engine/drafter.h) may propose
+// continuation tokens; the sampled token and the drafts are fed as one chunk
+// (one pass reads the weights once for all of them), each draft is accepted or
+// replaced by Sampler::sample_draft from the logits before it, and the
+// positions after the first replaced one are rolled back (Session::keep_verified).
+// The tokens reported are exactly those reported without drafting, greedy or
+// seeded sampling alike (Sampler::sample_draft); only the number of passes changes.
+//
 // Cancellation is polled before the prefill, between prefill chunks and before
 // every decode step, so a cancelled generation ends within one chunk or step. The session is left holding the
 // prompt and every token that was fed back (the last sampled token is not), and
@@ -20,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/drafter.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 
@@ -69,6 +79,8 @@ struct GenerateOptions {
   int prefill_chunk_tokens = 256;
   // Called before the first prefill chunk and after each (tokens computed, to compute); may be empty.
   std::function<void(size_t done, size_t total)> prefill_progress;
+  DraftOptions draft;                 // max_tokens 0: no drafting
+  DraftStore* draft_store = nullptr;  // earlier requests to draft from; this prompt + output is added
 };
 
 struct TokenEvent {
@@ -87,7 +99,18 @@ struct GenerateResult {
   int cached_tokens = 0;     // prompt tokens taken from a saved state, not computed
   int generated_tokens = 0;  // sampled tokens, stop id included
   double prefill_seconds = 0, first_token_seconds = 0, decode_seconds = 0;
+  // Passes that produced tokens: the prefill's last chunk, then every decode
+  // step or verify chunk. Without drafting passes == generated_tokens.
+  int passes = 0;
+  int rows = 0;  // positions computed by decode passes (1 + drafts each)
+  int draft_proposed = 0, draft_accepted = 0;
+  uint64_t decode_bytes_read = 0;  // weight bytes read from storage by decode passes (spine, experts, embeddings)
+  double tokens_per_pass() const { return passes ? double(generated_tokens) / passes : 0.0; }
+  double draft_acceptance() const { return draft_proposed ? double(draft_accepted) / draft_proposed : 0.0; }
 };
+
+// Weight bytes a model has read from storage so far: streamed spine, expert spans, embedding rows.
+uint64_t model_bytes_read(const Model& m);
 
 // Runs one generation of `prompt` in `s`. `cache` may be null (then s is reset
 // first). on_token is called once per sampled token, in order.

@@ -129,6 +129,12 @@ int Sampler::sample(std::span<const float> logits) {
   return cand_.back().second;  // rounding left u a hair above zero
 }
 
+int Sampler::sample_draft(std::span<const float> logits, int draft, bool* accepted) {
+  const int t = sample(logits);
+  *accepted = t == draft;
+  return t;
+}
+
 void log_softmax(std::span<const float> logits, std::vector<float>& out) {
   out.resize(logits.size());
   if (logits.empty()) return;

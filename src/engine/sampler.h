@@ -54,6 +54,17 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);  // checks p
   int sample(std::span<const float> logits);
+  // Speculative sampling against a deterministic draft token: accepts `draft`
+  // with probability p(draft), p being the distribution sample() draws from,
+  // and on rejection returns a token drawn from p with `draft` removed and
+  // renormalised, so the token returned is distributed exactly as sample()'s.
+  // Done with sample()'s own single draw u: accepted when u falls in the
+  // draft's share of [0,1) (probability p(draft)); otherwise u is uniform over
+  // the other shares, which picks from the rest renormalised. Hence the tokens
+  // (and the generator's state) are also exactly those of sample() on the same
+  // logits: seeded output does not depend on what was drafted. *accepted says
+  // which happened. Greedy: the argmax, accepted when it is the draft.
+  int sample_draft(std::span<const float> logits, int draft, bool* accepted);
   bool greedy() const { return p_.temperature == 0.0f || p_.top_k == 1; }
   const SamplingParams& params() const { return p_; }
 

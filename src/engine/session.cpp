@@ -25,6 +25,18 @@ const std::vector<float>& Session::step(int token) {
   return prefill(one);
 }
 
+const std::vector<float>& Session::verify(std::span<const int> tokens) {
+  forward(model_, state_, tokens, Logits::All, &logits_, nullptr, &undo_);
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  return logits_;
+}
+
+void Session::keep_verified(int keep) {
+  const int drop = undo_.T - keep;
+  rollback(model_, state_, undo_, keep);
+  tokens_.resize(tokens_.size() - size_t(drop));
+}
+
 bool Session::prefill_chunked(std::span<const int> tokens, int chunk, const PrefillProgress& progress) {
   if (chunk <= 0) fail("prefill", "chunk size must be positive");
   size_t done = 0;
@@ -41,11 +53,13 @@ bool Session::prefill_chunked(std::span<const int> tokens, int chunk, const Pref
 void Session::reset() {
   state_.reset();
   tokens_.clear();
+  undo_.T = 0;
 }
 
 void Session::restore(const Snapshot& s) {
   state_ = s.state;
   tokens_ = s.tokens;
+  undo_.T = 0;
 }
 
 int argmax(std::span<const float> logits) {

@@ -3,7 +3,8 @@
 // A Session owns a SequenceState and the token history that produced it.
 // prefill() runs a whole prompt chunk at once, step() one token; both return
 // the logits of the last position. snapshot()/restore() make a cheap rollback
-// point (the state is a value). Greedy generation lives here too; sampling
+// point (the state is a value); verify()/keep_verified() cut back a chunk
+// without copying the state. Greedy generation lives here too; sampling
 // and stop rules are in engine/sampler.h.
 #pragma once
 #include <functional>
@@ -24,6 +25,12 @@ class Session {
   const std::vector<float>& prefill_all(std::span<const int> tokens);
   // Feeds one token; returns its logits [V].
   const std::vector<float>& step(int token);
+  // Feeds tokens as one chunk that keep_verified() can cut back (speculative
+  // verification); returns the logits [T][V] of every position.
+  const std::vector<float>& verify(std::span<const int> tokens);
+  // Keeps the first `keep` tokens of the last verify() chunk: the state is then
+  // bitwise what feeding only them leaves (k3/model.h: rollback). Call once, before any other feed.
+  void keep_verified(int keep);
 
   // Feeds tokens in chunks of at most `chunk` (bitwise the same as one chunk:
   // see k3/model.h), calling progress(done, total) before the first chunk and
@@ -51,6 +58,7 @@ class Session {
   SequenceState state_;
   std::vector<int> tokens_;
   std::vector<float> logits_;
+  ChunkUndo undo_;
 };
 
 int argmax(std::span<const float> logits);

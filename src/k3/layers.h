@@ -19,7 +19,11 @@ namespace sluice {
 void attn_res(std::span<const float* const> sources, const float* u, int T, int H, float eps, float* out);
 
 // KDA (spec §3.3): x [T][H] normed input -> out [T][H]; advances S and the conv history.
-void kda_forward(const ModelConfig& c, Spine& sp, const KdaWeights& w, KdaLayerState& st, const float* x, int T, float* out);
+// With `undo`, records what kda_rollback needs (state.h: KdaUndo).
+void kda_forward(const ModelConfig& c, Spine& sp, const KdaWeights& w, KdaLayerState& st, const float* x, int T, float* out,
+                 KdaUndo* undo = nullptr);
+// Cuts the chunk recorded in `undo` back to its first `keep` positions (bitwise a chunk of `keep`).
+void kda_rollback(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, KdaUndo& undo, int keep);
 
 // Gated NoPE MLA (spec §3.4), absorbed form: appends T positions to the cache.
 void mla_forward(const ModelConfig& c, Spine& sp, const MlaWeights& w, MlaLayerCache& cache, const float* x, int T, float* out);

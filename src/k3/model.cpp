@@ -210,7 +210,7 @@ void score_guess(Model& m, int l, const std::vector<int>& chosen, int T) {
 }  // namespace
 
 void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits which, std::vector<float>* logits,
-             ForwardTrace* trace) {
+             ForwardTrace* trace, ChunkUndo* undo) {
   const ModelConfig& c = m.config();
   const int T = int(tokens.size()), H = c.hidden_size, V = c.vocab_size;
   if (T == 0) fail("forward", "no tokens");
@@ -218,6 +218,11 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
     if (tok < 0 || tok >= V) fail("forward", "token id " + std::to_string(tok) + " is outside the vocabulary");
   const size_t TH = size_t(T) * H;
   m.spine->begin_pass(which != Logits::None && logits);
+  if (undo) {
+    undo->pos0 = st.pos;
+    undo->T = T;
+    undo->kda.resize(size_t(c.num_hidden_layers));
+  }
 
   // P starts as the embedding rows, read from disk.
   std::vector<float> P(TH);
@@ -249,7 +254,9 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
     else mix(w.u_attn, mixed.data());
     const bool seal = l % c.attn_res_block_size == 0;
     rmsnorm_rows(mixed.data(), w.input_norm, T, H, c.rms_norm_eps, normed.data());
-    if (c.is_kda_layer(l)) kda_forward(c, *m.spine, w.kda, st.kda[size_t(l)], normed.data(), T, sub.data());
+    if (c.is_kda_layer(l))
+      kda_forward(c, *m.spine, w.kda, st.kda[size_t(l)], normed.data(), T, sub.data(),
+                  undo ? &undo->kda[size_t(l)] : nullptr);
     else mla_forward(c, *m.spine, w.mla, st.mla[size_t(l)], normed.data(), T, sub.data());
     if (seal) {
       blocks.push_back(P);
@@ -282,6 +289,27 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
   rmsnorm_rows(mixed.data(), m.globals.final_norm, n, H, c.rms_norm_eps, normed.data());
   logits->resize(size_t(n) * V);
   m.spine->matmul(m.spine->head(), normed.data(), n, logits->data());
+}
+
+void rollback(Model& m, SequenceState& st, ChunkUndo& undo, int keep) {
+  const ModelConfig& c = m.config();
+  if (undo.T == 0 || st.pos != undo.pos0 + undo.T) fail("rollback", "the state has moved since the recorded chunk");
+  if (keep < 0 || keep > undo.T) fail("rollback", "keep " + std::to_string(keep) + " is outside the chunk");
+  if (keep < undo.T) {
+    const int64_t drop = undo.T - keep;
+    for (int l = 0; l < c.num_hidden_layers; l++) {
+      if (c.is_kda_layer(l)) {
+        kda_rollback(c, m.spine->attention(l).kda, st.kda[size_t(l)], undo.kda[size_t(l)], keep);
+      } else {
+        MlaLayerCache& mc = st.mla[size_t(l)];
+        const size_t width = mc.len ? mc.kv.size() / size_t(mc.len) : 0;
+        mc.len -= drop;
+        mc.kv.resize(size_t(mc.len) * width);
+      }
+    }
+    st.pos = undo.pos0 + keep;
+  }
+  undo.T = 0;
 }
 
 }  // namespace sluice

@@ -112,7 +112,14 @@ struct ForwardTrace {
 enum class Logits { None, Last, All };
 
 // Runs `tokens` from state.pos on; fills `logits` with [V] (Last) or [T][V] (All).
+// With `undo`, the chunk can afterwards be cut back by rollback() (speculative
+// verification: engine/generate.cpp).
 void forward(Model& m, SequenceState& state, std::span<const int> tokens, Logits which,
-             std::vector<float>* logits, ForwardTrace* trace = nullptr);
+             std::vector<float>* logits, ForwardTrace* trace = nullptr, ChunkUndo* undo = nullptr);
+
+// Cuts the last chunk forwarded with `undo` back to its first `keep` tokens:
+// the state is then bitwise what forwarding only those tokens leaves. Reads no
+// weight matrix; costs `keep` positions of the KDA recurrence per KDA layer.
+void rollback(Model& m, SequenceState& state, ChunkUndo& undo, int keep);
 
 }  // namespace sluice

@@ -34,4 +34,20 @@ struct SequenceState {
   uint64_t bytes() const;
 };
 
+// The undo record of one forward chunk (forward(..., undo)), enough to cut the
+// state back to any prefix of the chunk without reading a weight: per KDA layer
+// the state before the chunk (kept without a copy: k3/kda.cpp) and the chunk's
+// recurrence inputs, replayed for the kept positions; an MLA cache is just
+// truncated. Valid until the next forward with it; rollback() consumes it.
+struct KdaUndo {
+  std::vector<float> S, conv;              // before the chunk
+  std::vector<float> q, k, v, f, beta;     // [T][...] pre-conv projections, gate input, beta logits
+};
+
+struct ChunkUndo {
+  int64_t pos0 = 0;  // state.pos before the chunk
+  int T = 0;         // chunk length; 0: nothing to undo
+  std::vector<KdaUndo> kda;  // by layer; empty entries for MLA layers
+};
+
 }  // namespace sluice

@@ -126,6 +126,8 @@ Outcome Server::Impl::run(Job& job, const std::function<bool(Piece&)>& emit, con
   o.stop_ids = job.stop_ids;
   o.logprobs = g.logprobs ? g.top_logprobs : -1;
   o.cancelled = [&] { return cancel.load() || gone(); };
+  o.draft = opt.draft;
+  o.draft_store = &drafts;
   o.prefill_chunk_tokens = opt.prefill_chunk_tokens;
   size_t prefilled = 0;
   o.prefill_progress = [&](size_t done, size_t) {

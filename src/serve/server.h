@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/drafter.h"
 #include "k3/model.h"
 #include "text/tokenizer.h"
 
@@ -58,6 +59,7 @@ struct ServerOptions {
   int prefill_chunk_tokens = 256;  // cancellation and pings are checked between chunks
   double retry_grace = 0;  // a non-streaming request whose client left keeps running this long for a retry
   int test_chunk_delay_ms = 0;  // test hook: sleep after each prefill chunk (a slow model)
+  DraftOptions draft;      // speculative drafts (engine/drafter.h); max_tokens 0: off
 };
 
 // The server's version string (SLUICE_VERSION when the build defines it).

@@ -124,6 +124,7 @@ struct Server::Impl {
   const text::Tokenizer* tok = nullptr;
   std::unique_ptr<Session> session;  // used only by the holder of the scheduler's front ticket
   std::unique_ptr<PrefixCache> cache;
+  DraftStore drafts;  // recent outputs, drafted from by later requests
   std::atomic<bool> ready{false};
   std::string loading_phase = "starting";  // guarded by mu
 

@@ -315,7 +315,11 @@ test('what cannot be honoured is refused with OpenAI errors', async () => {
 
 test('a second chat turn that extends the first reuses its state exactly', async () => {
   // A second server without saved states gives the cold numbers for the same request.
-  const cold = await startServer(['--state-cache-mb', '0']);
+  // Both draft nothing: drafted rows would blur the expert-span comparison.
+  const warm = await startServer(['--draft', 'none']);
+  const cold = await startServer(['--state-cache-mb', '0', '--draft', 'none']);
+  const client = new OpenAI({ baseURL: warm.baseURL, apiKey: 'none', maxRetries: 0, timeout: 120000 });
+  const srv = warm;
   try {
     const coldClient = new OpenAI({ baseURL: cold.baseURL, apiKey: 'none', maxRetries: 0, timeout: 120000 });
     const base = { model: MODEL_ID, max_tokens: 6, temperature: 0, reasoning_effort: 'none', ignore_eos: true };
@@ -353,6 +357,7 @@ test('a second chat turn that extends the first reuses its state exactly', async
   } finally {
     const { code } = await cold.stop();
     assert.equal(code, 0);
+    assert.equal((await warm.stop()).code, 0);
   }
 });
 
