@@ -17,7 +17,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
-#include "cli/token_list.h"
+#include "cli/model_args.h"
 #include "serve/server.h"
 #include "text/tokenizer.h"
 
@@ -25,7 +25,7 @@ namespace sluice::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, ram_budget;
+  ModelArgs m;
   serve::ServerOptions opt;
   uint64_t state_cache_mb = 2048;
   double shutdown_grace = 10;
@@ -42,10 +42,8 @@ int run_serve(ServeArgs& a) {
   signal(SIGPIPE, SIG_IGN);  // a vanished client is an error on write, not a death
 
   a.opt.state_cache_bytes = a.state_cache_mb << 20;
-  ModelOptions mopt;
-  if (!a.ram_budget.empty()) mopt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
-  auto model = open_model(a.model, mopt);
-  text::Tokenizer tok = text::Tokenizer::load(a.model);
+  auto model = open_model_cli(a.m);
+  text::Tokenizer tok = text::Tokenizer::load(a.m.dir);
   serve::Server server(*model, tok, a.opt);
   server.bind();
   std::printf("sluice serve: listening on http://%s:%d/v1 (model \"%s\", queue %d, max tokens %d)\n",
@@ -88,8 +86,7 @@ int run_serve(ServeArgs& a) {
 
 Command reg("serve", "Serve the model over an OpenAI-compatible HTTP API", [](CLI::App& sub, Action* action) {
   auto a = std::make_shared<ServeArgs>();
-  sub.add_option("--model", a->model, "Model directory")->required();
-  sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G (default: 3/4 of RAM)");
+  add_model_options(sub, a->m);
   sub.add_option("--host", a->opt.host, "Address to listen on")->capture_default_str();
   sub.add_option("--port", a->opt.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   sub.add_option("--api-key", a->opt.api_key, "Require 'Authorization: Bearer KEY'");
