@@ -84,7 +84,7 @@ struct TempDir {
 TEST(Cli, VersionPrintsANumber) {
   Result r = sluice({"--version"});
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(^sluice \d+\.\d+\.\d+ \(git [0-9a-f]{7,}|unknown\))")))
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(^sluice \d+\.\d+\.\d+ \(git ([0-9a-f]{7,}|unknown)\)\n$)")))
       << r.out;
 }
 
@@ -151,7 +151,18 @@ TEST(Cli, ProgressOnStderr) {
   // The same ids as one chunk.
   Result one = sluice({"run", "-m", kNano, "--tokens", "448,259,309,412,370,399,335,283,72,307", "-n", "2", "--ids"});
   EXPECT_EQ(one.out, r.out);
-  r = sluice({"perplexity", "-m", kNano, "-f", kNano + "/heldout.txt", "--ctx", "256"});
+  // perplexity over a short text (the first 1500 bytes of the held-out file), in windows of 64.
+  TempDir dir;
+  fs::create_directories(dir.path);
+  const std::string text = (dir.path / "short.txt").string();
+  {
+    std::string held = slurp(kNano + "/heldout.txt");
+    FILE* f = std::fopen(text.c_str(), "wb");
+    ASSERT_TRUE(f);
+    std::fwrite(held.data(), 1, std::min<size_t>(held.size(), 1500), f);
+    std::fclose(f);
+  }
+  r = sluice({"perplexity", "-m", kNano, "-f", text, "--ctx", "64"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(sluice: perplexity: (\d+) of \1 tokens \(100%\))"))) << r.err;
   EXPECT_NE(r.err.find("sluice: loading spine: "), std::string::npos) << r.err;
