@@ -7,6 +7,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   liburing-dev libcurl4-openssl-dev libssl-dev
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libcli11-dev
+  libreadline-dev tmux
   nginx-light
   python3-torch python3-numpy
 )

@@ -1,10 +1,12 @@
 // sluice bench — prefill + decode timing against the disk's ceiling, one JSON record.
 //   sluice bench --model DIR [--ram-budget B] [--prompt-tokens P] [--decode N] [--queue-depth Q] --json
+// Progress (load, prefill, decode steps) on stderr; the record on stdout.
 #include <cstdio>
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/spine_option.h"
+#include "cli/model_args.h"
+#include "cli/progress.h"
 #include "cli/token_list.h"
 #include "engine/bench.h"
 
@@ -12,29 +14,36 @@ namespace sluice::cli {
 namespace {
 
 struct BenchArgs {
-  std::string model, ram_budget;
+  ModelArgs m;
   BenchOptions opt;
   bool json = false;
 };
 
 int run_bench_cmd(BenchArgs& a) {
-  if (!a.ram_budget.empty()) a.opt.model.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
-  nlohmann::json j = run_bench(a.model, a.opt);
+  const int queue_depth = a.opt.model.queue_depth;
+  a.opt.model = model_options(a.m);
+  a.opt.model.queue_depth = queue_depth;
+  ProgressLine prefill("prefill");
+  a.opt.prefill_progress = [&](size_t done, size_t total) { prefill.count(done, total, "tokens"); };
+  ProgressLine decode("decode");
+  a.opt.decode_progress = [&](size_t done, size_t total) { decode.count(done, total, "steps"); };
+  nlohmann::json j = run_bench(a.m.dir, a.opt);
   std::printf("%s\n", a.json ? j.dump().c_str() : j.dump(2).c_str());
   return 0;
 }
 
 Command reg("bench", "Benchmark prefill and decode against the disk's read ceiling", [](CLI::App& sub, Action* act) {
   auto a = std::make_shared<BenchArgs>();
-  sub.add_option("--model", a->model, "Model directory")->required();
-  sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 4G");
-  add_spine_option(sub, a->opt.model.spine);
-  sub.add_option("--prompt-tokens", a->opt.prompt_tokens, "Prompt length")->check(CLI::PositiveNumber);
-  sub.add_option("--decode", a->opt.decode_tokens, "Decode steps (the first is discarded)")->check(CLI::Range(2, 1 << 20));
+  add_model_options(sub, a->m);
+  sub.add_option("-p,--prompt-tokens", a->opt.prompt_tokens, "Prompt length")->check(CLI::PositiveNumber);
+  sub.add_option("-n,--decode", a->opt.decode_tokens, "Decode steps (the first is discarded)")->check(CLI::Range(2, 1 << 20));
+  sub.add_option("-b,--batch-size", a->opt.prefill_chunk_tokens, "Prompt tokens per prefill chunk, as `run` and `serve`")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   sub.add_option("--queue-depth", a->opt.model.queue_depth, "Reads in flight")->check(CLI::Range(1, 1024));
   sub.add_option("--probe-seconds", a->opt.probe_seconds, "Time for the random-read probe (0: none)");
   sub.add_flag("!--no-replay", a->opt.replay, "Skip replaying each step's reads with no compute");
-  sub.add_option("--seed", a->opt.seed, "Prompt seed");
+  sub.add_option("-s,--seed", a->opt.seed, "Prompt seed");
   sub.add_flag("--json", a->json, "One-line JSON record");
   *act = [a] { return run_bench_cmd(*a); };
 });

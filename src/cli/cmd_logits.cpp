@@ -6,29 +6,27 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
-#include "cli/spine_option.h"
 #include "cli/expert_stats.h"
+#include "cli/model_args.h"
 #include "cli/token_list.h"
 #include "engine/session.h"
-#include "hub/http_experts.h"
 #include "checkpoint/safetensors_writer.h"
 
 namespace sluice::cli {
 namespace {
 
 struct LogitsArgs {
-  std::string model, tokens, ram_budget, out, mode = "prefill";
-  std::string spine;
+  ModelArgs m;
+  std::string tokens, out, mode = "prefill";
   bool stats = false;
 };
 
 int run_logits(const LogitsArgs& a) {
   std::vector<int> ids = parse_token_list(a.tokens, "--tokens");
-  ModelOptions opt;
-  opt.spine = a.spine;
-  if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
-  opt.miss_filler = stream_miss_filler(a.model);
-  auto model = open_model(a.model, opt);
+  ModelOptions mo = model_options(a.m);
+  mo.chunk_tokens = int(ids.size());  // step mode computes less, but keeps every position's logits too
+  mo.all_logits = true;
+  auto model = open_model(a.m.dir, mo);
   const int V = model->config().vocab_size;
   for (int id : ids)
     if (id < 0 || id >= V) fail("--tokens", "token id " + std::to_string(id) + " is outside the vocabulary (" +
@@ -51,9 +49,7 @@ int run_logits(const LogitsArgs& a) {
 Command reg("logits", "Write the logits at every position of the given tokens (f32 LE, [n][vocab])",
             [](CLI::App& sub, Action* action) {
               auto a = std::make_shared<LogitsArgs>();
-              sub.add_option("--model", a->model, "Model directory")->required();
-              sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G (default: 3/4 of RAM)");
-              add_spine_option(sub, a->spine);
+              add_model_options(sub, a->m);
               sub.add_option("--tokens", a->tokens, "Token ids, e.g. 448,259,309")->required();
               sub.add_option("--out", a->out, "Output file")->required();
               sub.add_option("--mode", a->mode, "prefill (one batch) or step (one token at a time)")

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/model_args.h"
 #include "io/bandwidth_probe.h"
 
 namespace sluice::cli {
@@ -76,10 +77,11 @@ Command reg("probe", "Measure the O_DIRECT read bandwidth ceiling of files or a 
                              "Write a scratch file here, probe it, delete it");
               sub.add_option("--make-gb", a->make_gb, "Size of the scratch file in GB");
               sub.add_flag("--keep", a->keep, "Keep the scratch file");
-              sub.add_option("--read-bytes", a->read_bytes, "Bytes per read (one span)");
+              sub.add_option("--read-bytes", a->read_bytes, "Bytes per read (one span), e.g. 16M")
+                  ->transform(byte_size("--read-bytes"));
               sub.add_option("--qd", a->depths, "Queue depths to measure")->delimiter(',');
-              sub.add_option("--chunk-bytes", a->chunk_bytes,
-                             "Split each read into chunks of this size (0: never)");
+              sub.add_option("--chunk-bytes", a->chunk_bytes, "Split each read into chunks of this size, e.g. 4M (0: never)")
+                  ->transform(byte_size("--chunk-bytes", /*allow_zero=*/true));
               sub.add_option("--seconds", a->seconds, "Time limit per queue depth");
               sub.add_option("--budget-gb", a->budget_gb, "Byte limit per queue depth in GB");
               sub.add_flag("--json", a->json, "One JSON object per queue depth");

@@ -5,7 +5,10 @@
 //   sluice run --model DIR                                             # interactive chat (stdin a terminal)
 //   echo "Hello" | sluice run --model DIR                              # one chat turn from stdin
 // Text goes to stdout as it is generated; a chat reply's reasoning goes to
-// stderr. Sampling: --temperature (default 0: greedy) --top-p --top-k --seed
+// stderr, dimmed on a terminal and between <think> and </think> lines
+// otherwise (--hide-reasoning drops it). The interactive chat edits lines with
+// readline (history, a pasted block of lines is one turn) and takes /help,
+// /reset and /exit. Sampling: --temperature (default 0: greedy) --top-p --top-k --seed
 // --stop (repeatable, matched on the text, never printed). --stats prints a
 // summary line and the expert source's JSON line (cli/expert_stats.h) to stderr. Ctrl-C stops the generation (exit 130; in the interactive
 // chat it returns to the prompt); a second Ctrl-C, or one at the prompt, exits.
@@ -13,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -20,13 +24,17 @@
 #include <random>
 #include <string>
 
+#include <readline/history.h>
+#include <readline/readline.h>
+
 #include "base/error.h"
+#include "cli/chat_defaults.h"
 #include "cli/commands.h"
-#include "cli/spine_option.h"
 #include "cli/expert_stats.h"
+#include "cli/model_args.h"
+#include "cli/progress.h"
 #include "cli/token_list.h"
 #include "engine/generate.h"
-#include "hub/http_experts.h"
 #include "serve/reply.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
@@ -35,17 +43,17 @@ namespace sluice::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, tokens, prompt, chat, system, ram_budget;
-  std::string spine;
-  std::string reasoning_effort = "max";
-  int max_new = 16;
+  ModelArgs m;
+  std::string tokens, prompt, chat, system;
+  std::string reasoning_effort;  // "": the model's default (cli/chat_defaults.h)
+  int max_new = 16, batch = 256;
   bool max_new_given = false;
   float temperature = 0, top_p = 1;
   int top_k = 0;
   uint64_t seed = 0;
-  bool seed_given = false;
+  bool seed_given = false, temperature_given = false, top_p_given = false;
   std::vector<std::string> stop;
-  bool ids = false, stats = false;
+  bool ids = false, stats = false, hide_reasoning = false;
   std::string draft = "suffix";
   int draft_max = DraftOptions{}.max_tokens;
 };
@@ -96,13 +104,14 @@ struct Runner {
   const RunArgs& a;
   Model& model;
   Session session;
-  PrefixCache cache{1ull << 30};
+  PrefixCache cache;
   std::optional<text::Tokenizer> tok;
 
-  Runner(const RunArgs& args, Model& m) : a(args), model(m), session(m) {}
+  Runner(const RunArgs& args, Model& m, uint64_t cache_bytes)
+      : a(args), model(m), session(m), cache(cache_bytes) {}
 
   const text::Tokenizer& tokenizer() {
-    if (!tok) tok = text::Tokenizer::load(a.model);
+    if (!tok) tok = text::Tokenizer::load(a.m.dir);
     return *tok;
   }
 
@@ -116,6 +125,7 @@ struct Runner {
     o.stop_ids = std::move(stop_ids);
     o.cancelled = [] { return g_interrupts.load() > 0; };
     o.draft.max_tokens = a.draft == "none" ? 0 : a.draft_max;
+    o.prefill_chunk_tokens = a.batch;
     return o;
   }
 
@@ -127,16 +137,37 @@ struct Runner {
   };
   Turn generate_and_print(std::span<const int> prompt, bool chat, bool thinking, std::vector<int> stop_ids) {
     GenerateOptions o = options(std::move(stop_ids));
+    // Progress only for a prompt of several chunks (there is nothing to show before the first ends).
+    std::optional<ProgressLine> progress;
+    if (prompt.size() > size_t(a.batch)) {
+      progress.emplace("prefill", 5.0, /*transient=*/chat);
+      o.prefill_progress = [&](size_t done, size_t total) { progress->count(done, total, "tokens"); };
+    }
     std::optional<serve::ReplyBuilder> reply;
     if (!a.ids) reply.emplace(tokenizer(), serve::ReplyOptions{chat, thinking, a.stop, false});
     std::vector<int> ids;
     Turn turn;
     serve::Piece piece;
+    const bool tty = stderr_is_terminal();
+    bool in_reasoning = false;  // a reasoning block is open on stderr
+    auto end_reasoning = [&] {
+      if (!in_reasoning) return;
+      in_reasoning = false;
+      if (tty) std::fputs("\x1b[0m\n", stderr);
+      else std::fputs(turn.reasoning.ends_with('\n') ? "</think>\n" : "\n</think>\n", stderr);
+      std::fflush(stderr);
+    };
     auto print = [&] {
       if (!piece.reasoning.empty()) {
-        std::fputs(piece.reasoning.c_str(), stderr);
+        if (!a.hide_reasoning) {
+          if (!in_reasoning) std::fputs(tty ? "\x1b[2m" : "<think>\n", stderr);
+          in_reasoning = true;
+          std::fputs(piece.reasoning.c_str(), stderr);
+          if (tty) std::fflush(stderr);
+        }
         turn.reasoning += piece.reasoning;
       }
+      if (!piece.content.empty()) end_reasoning();
       if (!piece.content.empty()) {
         std::fputs(piece.content.c_str(), stdout);
         std::fflush(stdout);
@@ -161,8 +192,7 @@ struct Runner {
     if (reply) {
       if (!turn.cancelled) reply->finish(piece);
       print();
-      if (chat && thinking && !turn.reasoning.empty() && turn.content.empty() && !turn.cancelled)
-        std::fputs("\n", stderr);
+      end_reasoning();
       std::fputs("\n", stdout);
     } else {
       std::string line;
@@ -198,24 +228,46 @@ struct Runner {
     return generate_and_print(prompt, true, co.thinking, text::chat_stop_ids(tokenizer())).cancelled ? 130 : 0;
   }
 
+  static constexpr const char* kHelp =
+      "  /help   this list\n"
+      "  /reset  forget the conversation (the system message stays)\n"
+      "  /exit   quit (also /quit, Ctrl-D, or Ctrl-C at the prompt)\n"
+      "  Ctrl-C while a reply is written stops it. Arrow keys edit the line and walk the history;\n"
+      "  a pasted block of several lines is one message.\n";
+
+  // One line from readline (history, editing; a bracketed paste keeps its
+  // newlines in the one line). False at end of input.
+  static bool read_message(std::string* out) {
+    char* line = readline("> ");
+    if (!line) return false;
+    *out = line;
+    std::free(line);
+    while (!out->empty() && (out->back() == '\n' || out->back() == '\r' || out->back() == ' ')) out->pop_back();
+    if (!out->empty()) add_history(out->c_str());
+    return true;
+  }
+
   int interactive() {
-    std::fprintf(stderr,
-                 "sluice: chatting with %s. Ctrl-C stops a reply; Ctrl-D, /exit or Ctrl-C at the prompt quits; "
-                 "/reset starts over.\n",
-                 a.model.c_str());
+    std::fprintf(stderr, "sluice: chatting with %s. /help lists commands; Ctrl-C stops a reply; /exit or Ctrl-D quits.\n",
+                 a.m.dir.c_str());
+    rl_outstream = stderr;  // the prompt and the echo stay off stdout, which carries only replies
     text::ChatOptions co = chat_options();
     nlohmann::json msgs = first_messages();
     std::string line;
-    for (;;) {
-      std::fputs("> ", stderr);
-      std::fflush(stderr);
-      if (!std::getline(std::cin, line)) break;
-      if (line == "/exit" || line == "/quit") break;
-      if (line == "/reset") {
-        msgs = first_messages();
+    while (read_message(&line)) {
+      if (line.empty()) continue;
+      if (line[0] == '/' && line.find('\n') == std::string::npos) {
+        if (line == "/exit" || line == "/quit") break;
+        if (line == "/reset") {
+          msgs = first_messages();
+          std::fputs("sluice: conversation reset\n", stderr);
+        } else if (line == "/help" || line == "/?") {
+          std::fputs(kHelp, stderr);
+        } else {
+          std::fprintf(stderr, "sluice: unknown command %s (/help lists them)\n", line.c_str());
+        }
         continue;
       }
-      if (line.empty()) continue;
       msgs.push_back({{"role", "user"}, {"content", line}});
       std::vector<int> prompt = text::render_chat(tokenizer(), msgs, co);
       Turn t = generate_and_print(prompt, true, co.thinking, text::chat_stop_ids(tokenizer()));
@@ -232,7 +284,11 @@ int run_run(RunArgs& a) {
   const int given = !a.tokens.empty() + !a.prompt.empty() + !a.chat.empty();
   if (given > 1) fail("run", "give one of --tokens, --prompt and --chat");
   const bool chat = a.tokens.empty() && a.prompt.empty();
-  if (!a.max_new_given && chat) a.max_new = 4096;  // a chat reply, not a 16-token probe
+  const ChatDefaults defaults = chat_defaults(a.m.dir);
+  if (!a.max_new_given && chat) a.max_new = defaults.max_new_tokens;  // a chat reply, not a 16-token probe
+  if (a.reasoning_effort.empty()) a.reasoning_effort = defaults.reasoning_effort;
+  if (chat && !a.temperature_given) a.temperature = defaults.temperature;
+  if (chat && !a.top_p_given) a.top_p = defaults.top_p;
   {
     std::string e = a.reasoning_effort;
     if (e != "none" && e != "low" && e != "medium" && e != "high" && e != "max")
@@ -244,12 +300,12 @@ int run_run(RunArgs& a) {
 
   std::vector<int> token_prompt;
   if (!a.tokens.empty()) token_prompt = parse_token_list(a.tokens, "--tokens");
-  ModelOptions opt;
-  opt.spine = a.spine;
-  if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
-  opt.miss_filler = stream_miss_filler(a.model);
-  auto model = open_model(a.model, opt);
-  Runner r(a, *model);
+  ModelOptions mo = model_options(a.m);
+  mo.chunk_tokens = a.batch;
+  // Saved prefix states (the prompt end and the reply end, for the next chat turn) are part of the plan.
+  mo.saved_states = 2;
+  auto model = open_model(a.m.dir, mo);
+  Runner r(a, *model, model->plan.state_reserve / 3 * 2);
   install_sigint();
 
   if (!token_prompt.empty()) {
@@ -272,21 +328,25 @@ int run_run(RunArgs& a) {
 
 Command reg("run", "Generate from a prompt, or chat (interactively on a terminal)", [](CLI::App& sub, Action* action) {
   auto a = std::make_shared<RunArgs>();
-  sub.add_option("--model", a->model, "Model directory")->required();
-  sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G (default: 3/4 of RAM)");
-  add_spine_option(sub, a->spine);
+  add_model_options(sub, a->m);
   sub.add_option("--tokens", a->tokens, "Prompt as token ids, e.g. 448,259,309");
-  sub.add_option("--prompt", a->prompt, "Prompt text to continue (special-token spellings are the tokens)");
+  sub.add_option("-p,--prompt", a->prompt, "Prompt text to continue (special-token spellings are the tokens)");
   sub.add_option("--chat", a->chat, "One user message; the reply is printed");
   sub.add_option("--system", a->system, "A system message for --chat and the interactive chat");
-  sub.add_option("--reasoning-effort", a->reasoning_effort, "Chat thinking: none, low, medium, high or max")
-      ->capture_default_str();
-  CLI::Option* max_new = sub.add_option("--max-new", a->max_new, "Most tokens to generate (default 16; chat 4096)")
-                             ->check(CLI::NonNegativeNumber);
-  sub.add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)")->capture_default_str();
-  sub.add_option("--top-p", a->top_p, "Nucleus sampling mass, (0, 1]")->capture_default_str();
+  sub.add_option("--reasoning-effort", a->reasoning_effort,
+                 "Chat thinking: none, low, medium, high or max (default: the model's, else max)");
+  sub.add_flag("--hide-reasoning", a->hide_reasoning, "Do not print a chat reply's reasoning");
+  CLI::Option* max_new =
+      sub.add_option("-n,--max-new", a->max_new, "Most tokens to generate (default 16; chat: the model's, else 4096)")
+          ->check(CLI::NonNegativeNumber);
+  sub.add_option("-b,--batch-size", a->batch, "Prompt tokens computed per chunk (progress and Ctrl-C between chunks)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  CLI::Option* temperature =
+      sub.add_option("--temperature", a->temperature, "Sampling temperature (0: greedy; chat: the model's, else 0)");
+  CLI::Option* top_p = sub.add_option("--top-p", a->top_p, "Nucleus sampling mass, (0, 1] (chat: the model's, else 1)");
   sub.add_option("--top-k", a->top_k, "Sample from the k most probable tokens (0: all)")->capture_default_str();
-  CLI::Option* seed = sub.add_option("--seed", a->seed, "Sampling seed (default: random)");
+  CLI::Option* seed = sub.add_option("-s,--seed", a->seed, "Sampling seed (default: random)");
   sub.add_option("--stop", a->stop, "Stop sequence (repeatable); matched on the text, never printed");
   sub.add_option("--draft", a->draft, "Speculative drafts from the text itself: suffix, or none (off)")
       ->capture_default_str();
@@ -296,9 +356,11 @@ Command reg("run", "Generate from a prompt, or chat (interactively on a terminal
   sub.add_flag("--ids", a->ids, "Print generated token ids (space-separated) instead of text");
   sub.add_flag("--stats", a->stats,
                "Print tokens, speeds and expert reads to stderr at the end (then the expert source's JSON line)");
-  *action = [a, max_new, seed] {
+  *action = [a, max_new, seed, temperature, top_p] {
     a->max_new_given = max_new->count() > 0;
     a->seed_given = seed->count() > 0;
+    a->temperature_given = temperature->count() > 0;
+    a->top_p_given = top_p->count() > 0;
     return run_run(*a);
   };
 });

@@ -24,9 +24,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
-#include "cli/spine_option.h"
-#include "cli/token_list.h"
-#include "hub/http_experts.h"
+#include "cli/model_args.h"
 #include "serve/server.h"
 #include "text/tokenizer.h"
 
@@ -34,8 +32,8 @@ namespace sluice::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, ram_budget, api_key_file, log_format = "text", allowed_hosts;
-  std::string spine;
+  ModelArgs m;
+  std::string api_key_file, log_format = "text", allowed_hosts;
   serve::ServerOptions opt;
   uint64_t state_cache_mb = 2048;
   double shutdown_grace = 10;
@@ -84,13 +82,10 @@ int run_serve(ServeArgs& a) {
   for (std::string h; std::getline(hosts, h, ',');)
     if (!h.empty()) a.opt.allowed_hosts.push_back(h);
   a.opt.state_cache_bytes = a.state_cache_mb << 20;
-  if (a.opt.model_id.empty()) a.opt.model_id = dir_name(a.model);
+  if (a.opt.model_id.empty()) a.opt.model_id = dir_name(a.m.dir);
   if (a.draft != "none" && a.draft != "suffix") fail("--draft", "expected none or suffix, got '" + a.draft + "'");
   if (a.draft == "none") a.opt.draft.max_tokens = 0;
-  ModelOptions mopt;
-  mopt.spine = a.spine;
-  if (!a.ram_budget.empty()) mopt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
-  mopt.miss_filler = stream_miss_filler(a.model);
+  ModelOptions mopt = model_options(a.m);
 
   // Declared before the server, so they outlive it.
   std::unique_ptr<Model> model;
@@ -139,9 +134,9 @@ int run_serve(ServeArgs& a) {
     const auto t0 = std::chrono::steady_clock::now();
     server.set_loading("opening the model");
     if (a.test_load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.test_load_delay_ms));
-    model = open_model(a.model, mopt);
+    model = open_model(a.m.dir, mopt);
     server.set_loading("loading the tokenizer");
-    tok.emplace(text::Tokenizer::load(a.model));
+    tok.emplace(text::Tokenizer::load(a.m.dir));
     server.attach(*model, *tok);
     const MemoryPlan& p = model->plan;
     std::fprintf(stderr,
@@ -167,9 +162,7 @@ int run_serve(ServeArgs& a) {
 Command reg("serve", "Serve the model over an OpenAI-compatible HTTP API", [](CLI::App& sub, Action* action) {
   auto a = std::make_shared<ServeArgs>();
   serve::ServerOptions& o = a->opt;
-  sub.add_option("--model", a->model, "Model directory")->required();
-  sub.add_option("--ram-budget", a->ram_budget, "RAM the engine may use, e.g. 2M, 16G (default: 3/4 of RAM)");
-  add_spine_option(sub, a->spine);
+  add_model_options(sub, a->m);
   sub.add_option("--host", o.host, "Address to listen on")->capture_default_str();
   sub.add_option("--port", o.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   sub.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (prefer SLUICE_API_KEY or --api-key-file)");

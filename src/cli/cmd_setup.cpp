@@ -1,9 +1,11 @@
 // sluice setup — install a checkpoint from the Hugging Face hub (or a server laid out like it).
 //   sluice setup --repo ORG/NAME [--revision REV] [--hub URL] --dest DIR --full|--stream
 //                [--max-cache-bytes N] [--jobs N] [--connections N] [--skip-space-check]
-//                [--retries N] [--stall-timeout S] [--backoff-ms MS]
+//                [--retries N] [--stall-timeout S] [--backoff-ms MS] [--include GLOB] [--exclude GLOB]
 // Progress goes to stderr: one redrawn line on a terminal, a plain line every
-// few seconds otherwise; the rate (and so the ETA) is over the last 10 seconds. $HF_TOKEN, when set, is sent as a bearer token.
+// few seconds otherwise; the rate (and so the ETA) is over the last 10 seconds;
+// each retry is reported. The hub is --hub, else $HF_ENDPOINT; the token
+// $HF_TOKEN, else $HF_HOME/token (hub/hf_env.h).
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,27 +13,23 @@
 #include <deque>
 #include <string>
 
+#include "base/bytes.h"
 #include "base/error.h"
 #include "cli/commands.h"
+#include "hub/hf_env.h"
 #include "hub/http_setup.h"
 
 namespace sluice::cli {
 namespace {
 
 struct SetupArgs {
-  std::string repo, revision = "main", hub = "https://huggingface.co", dest, max_cache = "0";
+  std::string repo, revision = "main", hub, dest, max_cache = "0";
+  std::vector<std::string> include, exclude;
   bool full = false, stream = false, skip_space_check = false;
   int jobs = 4, connections = 8, retries = 6, stall_timeout = 30, backoff_ms = 250;
 };
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, u++;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
-  return buf;
-}
+std::string human_bytes(double b) { return format_bytes(uint64_t(b)); }
 
 std::string human_time(double s) {
   if (s < 0 || s > 1e8) return "?";
@@ -43,26 +41,10 @@ std::string human_time(double s) {
   return buf;
 }
 
-// "20G", "512M", "1.5T", "1000": bytes (binary units).
-uint64_t parse_bytes(const std::string& s, const char* flag) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  std::string unit = end ? end : "";
-  double mul = 1;
-  if (unit == "" || unit == "B") mul = 1;
-  else if (unit == "K" || unit == "KiB") mul = 1024.0;
-  else if (unit == "M" || unit == "MiB") mul = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") mul = 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "TiB") mul = 1024.0 * 1024 * 1024 * 1024;
-  else fail(flag, "'" + s + "' is not a size (e.g. 500G, 64M, 1000000)");
-  if (end == s.c_str() || v < 0) fail(flag, "'" + s + "' is not a size (e.g. 500G, 64M, 1000000)");
-  return uint64_t(v * mul);
-}
-
 int run_setup_cmd(const SetupArgs& a) {
   if (a.full == a.stream) fail("setup", "give exactly one of --full or --stream");
   SetupOptions o;
-  o.source.hub = a.hub;
+  o.source.hub = a.hub.empty() ? hf_endpoint() : a.hub;
   while (!o.source.hub.empty() && o.source.hub.back() == '/') o.source.hub.pop_back();
   o.source.repo = a.repo;
   o.source.revision = a.revision;
@@ -71,13 +53,21 @@ int run_setup_cmd(const SetupArgs& a) {
   o.jobs = a.jobs;
   o.connections = a.connections;
   o.check_space = !a.skip_space_check;
-  o.max_cache_bytes = parse_bytes(a.max_cache, "--max-cache-bytes");
+  o.max_cache_bytes = parse_byte_size(a.max_cache, "--max-cache-bytes", /*allow_zero=*/true);
+  o.include = a.include;
+  o.exclude = a.exclude;
   o.http.retries = a.retries;
   o.http.stall_timeout_s = a.stall_timeout;
   o.http.backoff_ms = a.backoff_ms;
-  if (const char* t = std::getenv("HF_TOKEN"); t && *t) o.http.bearer_token = t;
-
+  o.http.bearer_token = hf_token();
   const bool tty = ::isatty(2);
+  // An unreachable or failing hub is reported, not retried in silence.
+  o.http.on_retry = [tty](const std::string& url, int failures, int retries, const std::string& problem, int delay_ms) {
+    std::fprintf(stderr, "%ssluice: setup: %s: %s; retry %d of %d in %.1f s\n", tty ? "\r\x1b[K" : "", url.c_str(),
+                 problem.c_str(), failures, retries, delay_ms / 1000.0);
+    std::fflush(stderr);
+  };
+
   double last_line = -1e9;
   std::deque<std::pair<double, uint64_t>> samples;  // (seconds, fetched bytes) over the last 10 s
   auto progress = [&](const SetupProgress& p) {
@@ -117,8 +107,11 @@ Command reg("setup", "Download a checkpoint in full, or set it up to stream expe
               auto a = std::make_shared<SetupArgs>();
               sub.add_option("--repo", a->repo, "Repository, ORG/NAME")->required();
               sub.add_option("--revision", a->revision, "Branch, tag or commit (default main)");
-              sub.add_option("--hub", a->hub, "Hub URL, or a mirror laid out the same way");
+              sub.add_option("--hub", a->hub, "Hub URL, or a mirror laid out the same way (default: $HF_ENDPOINT, "
+                                              "else https://huggingface.co)");
               sub.add_option("--dest", a->dest, "Model directory to install into")->required();
+              sub.add_option("--include", a->include, "Only files matching this glob (repeatable), e.g. '*.json'");
+              sub.add_option("--exclude", a->exclude, "Not the files matching this glob (repeatable)");
               sub.add_flag("--full", a->full, "Download every file");
               sub.add_flag("--stream", a->stream, "Download all but the routed experts; fetch those on demand");
               sub.add_option("--max-cache-bytes", a->max_cache, "Stream: bound on the span cache (e.g. 500G; 0 = none)");

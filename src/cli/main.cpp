@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <string>
 
 #include "base/error.h"
 #include "cli/commands.h"
@@ -20,8 +21,24 @@ Command::Command(std::string name, std::string help, Setup setup) {
 
 }  // namespace sluice::cli
 
+namespace {
+
+// "sluice: run: --model is required": the argument parser's errors in the
+// shape of every other error, naming the subcommand being parsed.
+int parse_error(CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+  std::string where;
+  for (const CLI::App* sub : app.get_subcommands()) where = sub->get_name();
+  std::fprintf(stderr, "sluice: %s%s%s (see sluice %s--help)\n", where.c_str(), where.empty() ? "" : ": ", e.what(),
+               where.empty() ? "" : (where + " ").c_str());
+  return e.get_exit_code();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"sluice: exact Kimi K3 inference that streams weights from disk"};
+  app.set_version_flag("--version", std::string("sluice ") + SLUICE_VERSION + " (git " + SLUICE_GIT_HASH + ")");
   app.require_subcommand(1);
   std::vector<std::unique_ptr<sluice::cli::Action>> actions;
   auto& reg = sluice::cli::command_registry();
@@ -36,7 +53,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return parse_error(app, e);
   }
   try {
     for (size_t i = 0; i < reg.size(); i++)

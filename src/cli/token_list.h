@@ -13,13 +13,6 @@ std::vector<int> parse_token_list(const std::string& text, const std::string& fl
 
 namespace sluice::cli {
 
-// "2000000", "2M", "512MiB", "4G", "1.5GB" -> bytes (K/M/G/T are powers of 1024). Throws naming `flag`.
-uint64_t parse_byte_size(const std::string& text, const std::string& flag);
-
-}  // namespace sluice::cli
-
-namespace sluice::cli {
-
 // The ids of a text file under the model directory's tokenizer (no specials). Throws naming the file.
 std::vector<int> tokenize_text_file(const std::string& model_dir, const std::string& path);
 

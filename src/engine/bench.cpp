@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "engine/session.h"
+#include "checkpoint/config.h"
 #include "hub/http_experts.h"
 #include "io/bandwidth_probe.h"
 
@@ -51,9 +52,12 @@ class Replayer {
   // source's are long since faulted in when a step reads into them).
   Replayer(Model& m, const SpanReaderOptions& io) : m_(m), reader_(m.ck.shard_paths, io) {
     const ModelConfig& c = m.config();
-    if (c.num_experts == 0) return;
-    // An untimed read of one layer's worth of experts grows the pool to what a replay uses.
-    const std::vector<ExpertSpan>& layer = m.ck.experts.at(size_t(c.first_k_dense_replace));
+    // An untimed read of one layer's worth of experts grows the pool to what a
+    // replay uses (a model may have no MoE layer at all: one dense layer).
+    int first_moe = 0;
+    while (first_moe < c.num_hidden_layers && !c.is_moe_layer(first_moe)) first_moe++;
+    if (c.num_experts == 0 || size_t(first_moe) >= m.ck.experts.size()) return;
+    const std::vector<ExpertSpan>& layer = m.ck.experts[size_t(first_moe)];
     size_t i = 0;
     read_spans(reader_, c.expert_span_bytes(), [&](StreamSpan* s) {
       if (i == layer.size() || i == size_t(c.num_experts_per_token)) return false;
@@ -98,8 +102,22 @@ class Replayer {
 nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   if (opt.prompt_tokens < 1) fail("bench", "--prompt-tokens must be at least 1");
   if (opt.decode_tokens < 2) fail("bench", "--decode must be at least 2 (the first step is discarded)");
-  const double t_open = now_s();
+  // The replayer's and the probe's read buffers live beside the engine: the
+  // plan sets them aside (a whole-process budget holds them too).
   ModelOptions mo = opt.model;
+  {
+    const ModelConfig cfg = load_model_config(dir);
+    const SpanReaderOptions ro;
+    const uint64_t span = cfg.num_experts > 0 ? cfg.expert_span_bytes() : (16ull << 20);
+    const uint64_t cap = SpanReader::direct_capacity(span);
+    const uint64_t per_span = (cap + ro.chunk_bytes - 1) / ro.chunk_bytes;
+    const uint64_t slots = (uint64_t(std::max(opt.model.queue_depth, 1)) + per_span - 1) / per_span + 1;
+    const uint64_t replay = opt.replay && cfg.num_experts > 0 ? slots * cap : 0;  // store/bandwidth_probe.h read_spans
+    const uint64_t probe = opt.probe_seconds > 0 ? slots * cap : 0;
+    mo.extra_bytes += replay + probe;
+    mo.chunk_tokens = std::min(opt.prefill_chunk_tokens, opt.prompt_tokens);
+  }
+  const double t_open = now_s();
   if (!mo.miss_filler) mo.miss_filler = stream_miss_filler(dir);
   auto m = open_model(dir, mo);
   const double open_s = now_s() - t_open;
@@ -117,7 +135,12 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   const ExpertStats e0 = m->experts->stats();
   const uint64_t spine0 = m->spine->bytes_read();
   const double t0 = now_s();
-  int next = argmax(s.prefill(prompt));
+  const auto fed = [&](size_t done, size_t total) {
+    if (opt.prefill_progress) opt.prefill_progress(done, total);
+    return true;
+  };
+  s.prefill_chunked(prompt, std::max(opt.prefill_chunk_tokens, 1), fed);
+  int next = argmax(s.logits());
   const double ttft = now_s() - t0;
   const ExpertStats e1 = m->experts->stats();
   const uint64_t spine1 = m->spine->bytes_read();
@@ -156,6 +179,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     steps.push_back(st);
     // After every step (the first too: it brackets the first steady step).
     if (opt.replay) replays.push_back(replayer.run(log));
+    if (opt.decode_progress) opt.decode_progress(size_t(i + 1), size_t(opt.decode_tokens));
   }
   m->experts->record_reads(nullptr);
   if (opt.replay && !m->spine->all_resident()) spine_passes.push_back(replayer.spine_only());
@@ -212,6 +236,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   j["queue_depth"] = opt.model.queue_depth;
   j["open_s"] = open_s;
   j["prompt_tokens"] = opt.prompt_tokens;
+  j["prefill_chunk_tokens"] = opt.prefill_chunk_tokens;
   j["decode_tokens"] = opt.decode_tokens;
   j["ttft_s"] = ttft;
   j["prefill_tok_s"] = double(opt.prompt_tokens) / ttft;

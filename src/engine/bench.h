@@ -22,6 +22,7 @@
 //   step_over_floor = median step time / (bytes read per step / ceiling)
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +38,11 @@ struct BenchOptions {
   uint64_t seed = 1;
   double probe_seconds = 5.0;  // random-read probe, split before and after the steps (0: none)
   bool replay = true;          // replay each step's reads with no compute
+  // The prompt is fed in chunks of this many tokens, as generate() does for
+  // `run` and `serve`, so the prefill figures are what they see.
+  int prefill_chunk_tokens = 256;
+  // Progress (either may be empty): prompt tokens computed, and decode steps done.
+  std::function<void(size_t done, size_t total)> prefill_progress, decode_progress;
 };
 
 // Runs the benchmark on the model at `dir`; returns the JSON record.

@@ -4,6 +4,7 @@
 // prefill; every position but a window's first predicts the next token. The
 // log-softmax is computed in double from the FP32 logits.
 #pragma once
+#include <functional>
 #include <span>
 
 #include "k3/model.h"
@@ -16,6 +17,9 @@ struct PerplexityResult {
   long predicted = 0;  // tokens whose probability was scored
 };
 
-PerplexityResult perplexity(Model& m, std::span<const int> tokens, int ctx);
+// progress(tokens scored or skipped so far, all tokens), when given, is called
+// before the first window and after each.
+PerplexityResult perplexity(Model& m, std::span<const int> tokens, int ctx,
+                            const std::function<void(size_t done, size_t total)>& progress = {});
 
 }  // namespace sluice

@@ -285,7 +285,7 @@ void HttpClient::download(const std::string& url, uint64_t offset, uint64_t file
   transfer(url, offset, file_size - offset, file_size, &sink, &restart, nullptr, 0);
 }
 
-void HttpClient::backoff(int failures, long retry_after_s) {
+void HttpClient::backoff(int failures, long retry_after_s, const std::string& url, const std::string& problem) {
   int64_t ms = opt_.backoff_ms;
   for (int i = 1; i < failures && ms < opt_.max_backoff_ms; i++) ms *= 2;
   ms = std::min<int64_t>(ms, opt_.max_backoff_ms);
@@ -295,6 +295,7 @@ void HttpClient::backoff(int failures, long retry_after_s) {
   jitter_state_ ^= jitter_state_ << 17;
   ms += int64_t(jitter_state_ % uint64_t(ms / 4 + 1));
   if (retry_after_s >= 0) ms = std::max<int64_t>(ms, int64_t(retry_after_s) * 1000);
+  if (opt_.on_retry) opt_.on_retry(url, failures, opt_.retries, problem, int(ms));
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
@@ -369,7 +370,9 @@ void HttpClient::transfer(const std::string& url, uint64_t offset, uint64_t leng
     } else if (a.bad_status || rc == CURLE_OK) {
       if (!transient_status(status))
         fail(url, "HTTP " + std::to_string(status) +
-                      (status == 401 || status == 403 ? " (is HF_TOKEN set and valid for this repository?)" : ""));
+                      (status == 401 || status == 403
+                           ? " (is a token set, HF_TOKEN or $HF_HOME/token, and valid for this repository?)"
+                           : ""));
       last_problem = "HTTP " + std::to_string(status);
     } else if (a.stalled) {
       last_problem = "no data for " + std::to_string(opt_.stall_timeout_s) + " s";
@@ -384,7 +387,7 @@ void HttpClient::transfer(const std::string& url, uint64_t offset, uint64_t leng
     if (failures > opt_.retries)
       fail(url, "giving up after " + std::to_string(failures) + " failed attempts in a row: " + last_problem);
     counters_.retries++;
-    if (failures > 0) backoff(failures, a.retry_after_s);
+    if (failures > 0) backoff(failures, a.retry_after_s, url, last_problem);
   }
 }
 

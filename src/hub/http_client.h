@@ -29,6 +29,11 @@ struct HttpOptions {
   int retries = 6;            // failed attempts in a row (no byte delivered) tolerated after the first
   int backoff_ms = 250;       // delay before the first retry; doubles on each failure in a row
   int max_backoff_ms = 8000;
+  // Told about each retry before its delay (may be empty; called on the
+  // transfer's thread): the URL, the failures in a row, the tolerated
+  // number, what went wrong, and the delay before the next attempt.
+  std::function<void(const std::string& url, int failures, int retries, const std::string& problem, int delay_ms)>
+      on_retry;
 };
 
 struct HttpCounters {
@@ -72,7 +77,7 @@ class HttpClient {
   // get() collects into `text`; the others deliver to `sink`.
   void transfer(const std::string& url, uint64_t offset, uint64_t length, uint64_t file_size, const ByteSink* sink,
                 const std::function<void()>* restart, std::string* text, uint64_t max_text);
-  void backoff(int failures, long retry_after_s);
+  void backoff(int failures, long retry_after_s, const std::string& url, const std::string& problem);
 
   HttpOptions opt_;
   void* curl_ = nullptr;     // CURL*

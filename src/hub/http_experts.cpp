@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "hub/hf_env.h"
 #include "base/error.h"
 #include "hub/http_client.h"
 #include "hub/span_cache.h"
@@ -262,7 +263,7 @@ StreamConfig load_stream_config(const std::string& model_dir) {
   StreamConfig c;
   c.manifest = read_stream_manifest(model_dir);
   c.cache_dir = model_dir + "/" + kSpanCacheDirName;
-  if (const char* t = std::getenv("HF_TOKEN"); t && *t) c.bearer_token = t;
+  c.bearer_token = hf_token();
   return c;
 }
 

@@ -29,10 +29,10 @@ namespace sluice {
 struct StreamConfig {
   StreamManifest manifest;
   std::string cache_dir;     // where spans are cached
-  std::string bearer_token;  // from HF_TOKEN
+  std::string bearer_token;  // store/hf_env.h: HF_TOKEN or the token file
 };
 
-// DIR/.sluice-stream.json, DIR/.span-cache and $HF_TOKEN.
+// DIR/.sluice-stream.json, DIR/.span-cache and the hub token (store/hf_env.h).
 StreamConfig load_stream_config(const std::string& model_dir);
 
 std::unique_ptr<ExpertSource> make_http_expert_source(const Checkpoint& ck, const StreamConfig& config);

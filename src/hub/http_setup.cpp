@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -471,6 +472,15 @@ std::vector<ByteRun> spine_runs(const ShardHeader& header) {
   return runs;
 }
 
+bool setup_selects(const SetupOptions& opt, const std::string& name) {
+  auto any = [&](const std::vector<std::string>& globs) {
+    for (const std::string& g : globs)
+      if (::fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
+    return false;
+  };
+  return (opt.include.empty() || any(opt.include)) && !any(opt.exclude);
+}
+
 SetupResult run_setup(const SetupOptions& opt, const std::function<void(const SetupProgress&)>& on_progress) {
   check_repo_id(opt.source.repo);
   if (opt.dest.empty()) fail("--dest", "is empty");
@@ -496,6 +506,7 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
   SetupResult result;
   result.commit = s.rev.commit;
   for (const HubFile& f : s.rev.files) {
+    if (!setup_selects(opt, f.name)) continue;
     Item it;
     it.file = &f;
     it.final_bytes = f.size;
@@ -597,6 +608,9 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
   try {
     ck = open_checkpoint(opt.dest);
   } catch (const Error& e) {
+    // A full install of selected files (--include/--exclude) need not be a whole checkpoint.
+    const bool selected = !opt.include.empty() || !opt.exclude.empty();
+    if (selected && opt.mode == SetupMode::full) return result;
     fail(opt.dest, std::string("the files are installed, but they are not a checkpoint sluice can open: ") + e.what());
   }
   if (opt.mode == SetupMode::stream) {

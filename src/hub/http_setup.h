@@ -41,7 +41,15 @@ struct SetupOptions {
   HttpOptions http;               // token, timeouts, retries (also recorded for stream run time)
   uint64_t max_cache_bytes = 0;   // stream: span cache bound, 0 = unbounded
   int connections = 8;            // stream: spans fetched at once at run time
+  // Which of the repository's files to install: those matching any `include`
+  // glob (all when none is given) and no `exclude` glob. fnmatch(3) patterns
+  // on the file's path in the repository ('*' also crosses '/'). A full
+  // install of selected files is not required to open as a checkpoint.
+  std::vector<std::string> include, exclude;
 };
+
+// True when `name` passes the include/exclude globs of `opt`.
+bool setup_selects(const SetupOptions& opt, const std::string& name);
 
 struct SetupProgress {
   uint64_t total_bytes = 0;    // bytes the install holds when done (stream: headers + spine)

@@ -80,3 +80,24 @@ TEST(HttpSetup, VerifyReportsAMissingDirectory) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST(SetupSelects, IncludeThenExcludeGlobs) {
+  SetupOptions o;
+  EXPECT_TRUE(setup_selects(o, "config.json"));
+  o.include = {"*.json", "tiktoken.*"};
+  EXPECT_TRUE(setup_selects(o, "config.json"));
+  EXPECT_TRUE(setup_selects(o, "sub/dir/x.json"));  // '*' crosses '/'
+  EXPECT_TRUE(setup_selects(o, "tiktoken.model"));
+  EXPECT_FALSE(setup_selects(o, "model-00001-of-00002.safetensors"));
+  o.exclude = {"model.safetensors.index.json"};
+  EXPECT_FALSE(setup_selects(o, "model.safetensors.index.json"));
+  EXPECT_TRUE(setup_selects(o, "config.json"));
+  o.include.clear();
+  EXPECT_TRUE(setup_selects(o, "model-00001-of-00002.safetensors"));
+}
+
+}  // namespace
+}  // namespace sluice

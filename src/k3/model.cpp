@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
+#include "base/bytes.h"
 #include "base/error.h"
 #include "base/numeric.h"
 #include "k3/layers.h"
@@ -29,6 +31,36 @@ uint64_t default_ram_budget() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return 8ull << 30;
   return uint64_t(pages) * uint64_t(page) / 4 * 3;  // leave a quarter to the OS and the page cache
+}
+
+uint64_t resident_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? uint64_t(resident) * uint64_t(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+uint64_t working_bytes(const ModelConfig& c, int T, bool all_logits) {
+  const uint64_t t = uint64_t(std::max(T, 1)), H = uint64_t(c.hidden_size), V = uint64_t(c.vocab_size);
+  // forward(): P, mixed, normed, sub and the sealed AttnRes blocks, [T][H] each.
+  const uint64_t blocks = c.attn_res_block_size > 0 ? uint64_t(c.num_hidden_layers / c.attn_res_block_size + 1) : 1;
+  uint64_t per_token = (5 + blocks) * H;
+  // The largest sub-block's own buffers (k3/kda.cpp, mla.cpp, moe.cpp), per token.
+  const uint64_t kda = 8ull * uint64_t(c.kda_dim()) + uint64_t(c.kda_num_heads);
+  const uint64_t mla = uint64_t(c.q_lora_rank) +
+                       uint64_t(c.num_attention_heads) * (c.mla_q_head_dim() + 2ull * c.v_head_dim) +
+                       uint64_t(c.kv_lora_rank + c.qk_rope_head_dim);
+  const uint64_t dense = 3ull * uint64_t(c.intermediate_size);
+  const uint64_t moe = uint64_t(c.num_experts) + uint64_t(c.num_experts_per_token + 3) * c.routed_expert_hidden_size +
+                       4ull * uint64_t(std::max(c.moe_intermediate_size, c.shared_intermediate())) + H;
+  per_token += std::max({kda, mla, dense, moe});
+  uint64_t bytes = t * per_token * sizeof(float);
+  bytes += (all_logits ? t : 1) * V * sizeof(float) * 2;  // logits, and a copy the caller keeps
+  bytes += V * 160;        // the tokenizer's tables (text/tokenizer.h), about 100 bytes a rank
+  bytes += 8ull << 20;     // allocator slack, thread stacks touched, small buffers
+  return bytes;
 }
 
 constexpr int kMinContext = 256;
@@ -84,21 +116,29 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
     else
       mla_per_pos += uint64_t(c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
   }
+  const uint64_t copies = 1 + uint64_t(std::max(opt.saved_states, 0));
+  kda *= copies;
+  mla_per_pos *= copies;
   const uint64_t slot = c.num_experts > 0 ? SpanReader::direct_capacity(c.expert_span_bytes()) : 0;
   const uint64_t min_buffers = 2 * slot;
   // The minimum holds state for a short context; the full max_context is reserved when it fits.
   const uint64_t min_state = kda + mla_per_pos * uint64_t(std::min(std::max(opt.max_context, 1), kMinContext));
-  p.minimum = p.fixed + min_ring + min_buffers + min_state;
+  if (opt.whole_process) {
+    p.baseline = resident_bytes();
+    p.working = working_bytes(c, opt.chunk_tokens, opt.all_logits) + opt.extra_bytes;
+  }
+  p.minimum = p.baseline + p.working + p.fixed + min_ring + min_buffers + min_state;
   if (p.budget < p.minimum)
-    fail(ck.dir, "RAM budget of " + std::to_string(p.budget) + " bytes is below this model's working minimum of " +
-                     std::to_string(p.minimum) + " bytes (streaming ring, expert buffers, state for " +
-                     std::to_string(kMinContext) + " tokens)");
+    fail(ck.dir, "RAM budget of " + format_bytes(p.budget) + " is below this model's working minimum of " +
+                     format_bytes(p.minimum) + " (" + (opt.whole_process ? "process baseline, working buffers, " : "") +
+                     "streaming ring, expert buffers, state for " + std::to_string(kMinContext) +
+                     " tokens); try --ram-budget " + size_flag_at_least(p.minimum + p.minimum / 50));
   uint64_t spare = p.budget - p.minimum;
   // One layer's reads in flight at once: every expert of a layer is read in parallel.
   p.expert_buffers = min_buffers + std::min(spare, uint64_t(std::max(c.num_experts_per_token - 2, 0)) * slot);
   spare -= p.expert_buffers - min_buffers;
   p.state_reserve = min_state + std::min(spare, mla_per_pos * uint64_t(std::max(opt.max_context - kMinContext, 0)));
-  const uint64_t fixed = p.fixed + p.state_reserve + p.expert_buffers;
+  const uint64_t fixed = p.baseline + p.working + p.fixed + p.state_reserve + p.expert_buffers;
   p.spine_resident = fixed + p.spine_total <= p.budget;
   if (p.spine_resident) {
     p.resident_pieces.assign(size_t(spine.piece_count()), true);
@@ -136,9 +176,10 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   m->globals = load_global_weights(m->ck);
   m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine));
   m->plan = plan_memory(m->ck, *m->spine, opt);
+  if (opt.on_plan) opt.on_plan(m->plan);
   SpanReaderOptions io;
   io.queue_depth = opt.queue_depth;
-  m->spine->start(m->plan.resident_pieces, m->plan.ring, io);
+  m->spine->start(m->plan.resident_pieces, m->plan.ring, io, opt.load_progress);
   std::unique_ptr<ExpertSource> filler = opt.miss_filler ? opt.miss_filler(m->ck) : nullptr;
   if (!filler && (opt.pread_experts || m->ck.config.num_experts == 0)) {
     m->experts = make_pread_expert_source(m->ck);

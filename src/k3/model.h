@@ -9,6 +9,7 @@
 // weights (the fixture oracle's contract); see docs/numerics.md.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -21,6 +22,8 @@
 #include "k3/weights.h"
 
 namespace sluice {
+
+struct MemoryPlan;
 
 struct ModelOptions {
   // Bound on what the engine keeps in RAM: spine, expert cache, state, buffers.
@@ -45,6 +48,23 @@ struct ModelOptions {
   // pack beside them, bit-identical), "int8"; empty: lossless when its pack
   // is there, else bf16. Asking for a pack that is not there is an error.
   std::string spine;
+  // whole_process: the whole process lives within ram_budget (the CLI's
+  // contract). The plan first sets aside the process's resident memory when it
+  // is made (code, libraries, heap: its baseline), the forward pass's working
+  // buffers for chunks of chunk_tokens tokens (every position's logits when
+  // all_logits), and extra_bytes the caller keeps beside the engine (saved
+  // prefix states, bench's buffers). Off: the budget bounds the engine's parts.
+  bool whole_process = false;
+  // Sequence states the caller keeps besides the live one (a prefix cache),
+  // reserved like it; MemoryPlan::state_reserve covers them all.
+  int saved_states = 0;
+  int chunk_tokens = 256;
+  bool all_logits = false;
+  uint64_t extra_bytes = 0;
+  // Reports while the model opens (either may be empty): the memory plan once
+  // it is made, then the resident spine's bytes read so far (done, total).
+  std::function<void(const MemoryPlan&)> on_plan;
+  std::function<void(uint64_t done, uint64_t total)> load_progress;
 };
 
 // How the budget was spent when the model was opened. Order of claims: what
@@ -55,6 +75,8 @@ struct ModelOptions {
 // only on the tokens that route to that expert.)
 struct MemoryPlan {
   uint64_t budget = 0;
+  uint64_t baseline = 0;        // the process's resident bytes when the plan was made
+  uint64_t working = 0;         // forward-pass buffers, logits, tokenizer, slack, the caller's extra_bytes
   uint64_t minimum = 0;         // the engine's working minimum for this model
   uint64_t fixed = 0;           // vectors and routers: resident whatever the budget
   uint64_t spine_total = 0;     // all spine matrices (layers and head)
@@ -63,7 +85,7 @@ struct MemoryPlan {
   uint64_t spine_held = 0;      // resident units + ring
   bool spine_resident = true;   // every unit resident
   std::vector<bool> resident_pieces;  // per spine piece (k3/spine.h)
-  uint64_t state_reserve = 0;   // sequence state at max_context
+  uint64_t state_reserve = 0;   // sequence state at max_context (1 + saved_states of them)
   uint64_t expert_buffers = 0;  // in-flight expert reads that bypass the cache
   uint64_t expert_cache = 0;    // what is left for caching experts
 };
@@ -93,6 +115,11 @@ struct Model {
 };
 
 uint64_t default_ram_budget();
+// The process's resident set now (/proc/self/statm), in bytes; 0 if unknown.
+uint64_t resident_bytes();
+// Working memory a forward pass of T tokens needs beyond the plan's parts
+// (activations, logits, the tokenizer's tables), generously rounded up.
+uint64_t working_bytes(const ModelConfig& c, int T, bool all_logits);
 // Plans memory for `ck` (its spine bound as `spine`) under `opt`; throws naming
 // the minimum if the budget is below it.
 MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOptions& opt);

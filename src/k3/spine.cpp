@@ -85,7 +85,8 @@ uint64_t Spine::min_ring_bytes() const {
   return SpanStream::min_ring_bytes(items);
 }
 
-void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const SpanReaderOptions& io) {
+void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const SpanReaderOptions& io,
+                  const std::function<void(uint64_t done, uint64_t total)>& progress) {
   if (resident.size() != pieces_.size()) fail("spine", "residency plan does not cover every piece");
   pinned_bytes_ = read_matrices(ck_, pinned_);
   resident_read_ = 0;
@@ -157,8 +158,12 @@ void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const 
       at += cap;
       resident_read_ += SpanReader::direct_bytes(r.span.offset, r.span.length);
     }
+    uint64_t landed = 0;
+    if (progress) progress(0, total);
     for (size_t i = 0; i < reads.size(); i++) {
       const uint16_t* data = reinterpret_cast<const uint16_t*>(reader.wait(tickets[i]).data);
+      landed += SpanReader::direct_capacity(reads[i].span.length);
+      if (progress) progress(landed, total);
       const Read& r = reads[i];
       if (r.whole >= 0) matrices_[size_t(r.whole)].view->w = data;
       for (int p : r.pieces) {

@@ -60,7 +60,9 @@ class Spine {
 
   // Reads the routers and the pieces marked resident; streams the others
   // through a ring of ring_bytes (none when every piece is resident).
-  void start(const std::vector<bool>& resident, uint64_t ring_bytes, const SpanReaderOptions& io);
+  // progress(done, total), when given, is called as the resident bytes land.
+  void start(const std::vector<bool>& resident, uint64_t ring_bytes, const SpanReaderOptions& io,
+             const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
   void begin_pass(bool with_head);
   // A pass that only reads: takes every streamed piece in order, computes

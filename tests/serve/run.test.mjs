@@ -47,7 +47,7 @@ test('--stats: a summary line and the expert source JSON on stderr, nothing extr
 test('a chat turn from piped stdin', async () => {
   const r = await run(['--reasoning-effort', 'none', '--max-new', '6', '--temperature', '0'], 'Hello there\n');
   assert.equal(r.code, 0, r.stderr);
-  const again = await run(['--chat', 'Hello there', '--reasoning-effort', 'none', '--max-new', '6']);
+  const again = await run(['--chat', 'Hello there', '--reasoning-effort', 'none', '--max-new', '6', '--temperature', '0']);
   assert.equal(r.stdout, again.stdout);
 });
 

@@ -1,0 +1,219 @@
+// The sluice binary as a user meets it: --version, short flags, the one size
+// parser's messages, progress on stderr, the 1-layer bench, and the RAM budget
+// bounding the whole process (the child's peak RSS from wait4).
+#include <gtest/gtest.h>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kNano = std::string(SLUICE_SOURCE_DIR) + "/models/nanok3";
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+  uint64_t peak_rss = 0;  // bytes (ru_maxrss of the child)
+};
+
+std::string slurp(const std::string& path) {
+  std::string s;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+    std::fclose(f);
+  }
+  return s;
+}
+
+// Runs the binary with `args` (no shell); stdout and stderr to files; stdin /dev/null.
+Result sluice(const std::vector<std::string>& args) {
+  static int seq = 0;
+  const std::string base = (fs::temp_directory_path() / ("sluice-cli-test-" + std::to_string(getpid()) + "-" +
+                                                         std::to_string(seq++)))
+                               .string();
+  Result r;
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    std::string bin = SLUICE_BINARY;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (!std::freopen("/dev/null", "r", stdin) || !std::freopen((base + ".out").c_str(), "w", stdout) ||
+        !std::freopen((base + ".err").c_str(), "w", stderr))
+      _exit(127);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  int st = 0;
+  struct rusage ru {};
+  if (wait4(pid, &st, 0, &ru) == pid) {
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r.peak_rss = uint64_t(ru.ru_maxrss) * 1024;
+  }
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  fs::remove(base + ".out");
+  fs::remove(base + ".err");
+  return r;
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("sluice-cli-model-" + std::to_string(getpid()) + "-" +
+                                               std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  TempDir() { fs::remove_all(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+TEST(Cli, VersionPrintsANumber) {
+  Result r = sluice({"--version"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(^sluice \d+\.\d+\.\d+ \(git ([0-9a-f]{7,}|unknown)\)\n$)")))
+      << r.out;
+}
+
+TEST(Cli, ParserErrorsNameTheCommand) {
+  Result r = sluice({"run", "--ctx-size", "0", "-m", kNano});
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err.rfind("sluice: run: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("--ctx-size"), std::string::npos) << r.err;
+  r = sluice({"run", "--no-such-flag"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err.rfind("sluice: run: ", 0), 0u) << r.err;
+  r = sluice({"bench", "-m", kNano, "--ram-budget", "12X"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err.rfind("sluice: --ram-budget: unknown size unit", 0), 0u) << r.err;
+}
+
+TEST(Cli, BudgetBelowTheMinimumIsRefusedInHumanUnits) {
+  Result r = sluice({"run", "-m", kNano, "--ram-budget", "1M", "--tokens", "1,2"});
+  EXPECT_NE(r.status, 0);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(working minimum of [0-9.]+ MiB .*try --ram-budget (\d+)M)")))
+      << r.err;
+  // The suggested budget works.
+  const std::string suggested = m[1].str() + "M";
+  r = sluice({"run", "-m", kNano, "--ram-budget", suggested, "--tokens", "448,259,309", "-n", "2", "--ids"});
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+TEST(Cli, ShortFlagsMatchLongOnes) {
+  Result a = sluice({"run", "--model", kNano, "--tokens", "448,259,309", "--max-new", "4", "--ids", "--threads", "1",
+                     "--ctx-size", "512"});
+  Result b = sluice({"run", "-m", kNano, "--tokens", "448,259,309", "-n", "4", "--ids", "-t", "2", "-c", "512"});
+  ASSERT_EQ(a.status, 0) << a.err;
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.err.find("memory plan: "), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("up to 512 tokens"), std::string::npos) << a.err;
+}
+
+TEST(Cli, ChatOnNanoK3PrintsAnAnswer) {
+  Result r = sluice({"run", "-m", kNano, "--chat", "Hello", "-s", "1", "-n", "48"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::string text = r.out;
+  text.erase(0, text.find_first_not_of(" \n"));
+  EXPECT_GE(text.size(), 10u) << "stdout: '" << r.out << "' stderr: " << r.err;
+  // Thinking on (as K3 defaults): reasoning goes to stderr, marked when not a terminal, and can be hidden.
+  r = sluice({"run", "-m", kNano, "--chat", "Hello", "--reasoning-effort", "low", "-n", "24", "-s", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("<think>\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("</think>\n"), std::string::npos) << r.err;
+  r = sluice({"run", "-m", kNano, "--chat", "Hello", "--reasoning-effort", "low", "-n", "24", "-s", "1",
+              "--hide-reasoning"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("<think>"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ProgressOnStderr) {
+  // A prompt of several chunks (-b 4): prefill progress lines; stdout holds only the ids.
+  Result r = sluice({"run", "-m", kNano, "--tokens", "448,259,309,412,370,399,335,283,72,307", "-b", "4", "-n", "2",
+                     "--ids"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("sluice: prefill: 10 of 10 tokens (100%)"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  // The same ids as one chunk.
+  Result one = sluice({"run", "-m", kNano, "--tokens", "448,259,309,412,370,399,335,283,72,307", "-n", "2", "--ids"});
+  EXPECT_EQ(one.out, r.out);
+  // perplexity over a short text (the first 1500 bytes of the held-out file), in windows of 64.
+  TempDir dir;
+  fs::create_directories(dir.path);
+  const std::string text = (dir.path / "short.txt").string();
+  {
+    std::string held = slurp(kNano + "/heldout.txt");
+    FILE* f = std::fopen(text.c_str(), "wb");
+    ASSERT_TRUE(f);
+    std::fwrite(held.data(), 1, std::min<size_t>(held.size(), 1500), f);
+    std::fclose(f);
+  }
+  r = sluice({"perplexity", "-m", kNano, "-f", text, "--ctx", "64"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(sluice: perplexity: (\d+) of \1 tokens \(100%\))"))) << r.err;
+  EXPECT_NE(r.err.find("sluice: loading spine: "), std::string::npos) << r.err;
+}
+
+// A model with one (dense) layer crashed bench (vector::_M_range_check).
+TEST(Cli, BenchOnOneLayerModels) {
+  TempDir dir;
+  const std::string out = (dir.path / "one").string();
+  Result m = sluice({"make-model", "--preset", "tiny", "--layers", "1", "--mla-layers", "1", "--shards", "1", "--seed",
+                     "5", "--out", out});
+  ASSERT_EQ(m.status, 0) << m.err << m.out;
+  Result r = sluice({"bench", "-m", out, "-p", "8", "-n", "3", "--probe-seconds", "0.1", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["decode_steps_s"].size(), 3u);
+  EXPECT_NE(r.err.find("sluice: decode: 3 of 3 steps (100%)"), std::string::npos) << r.err;
+}
+
+// --ram-budget bounds the whole process: the child's peak RSS stays within it,
+// for `run` and for `bench` (its probe and replay buffers included), at a budget
+// that makes the engine stream the spine.
+TEST(Cli, PeakRssStaysWithinTheBudget) {
+  TempDir dir;
+  const std::string model = (dir.path / "m").string();
+  Result m = sluice({"make-model", "--preset", "tiny", "--seed", "7", "--layers", "6", "--experts", "64", "--hidden",
+                     "256", "--moe-inter", "256", "--latent", "128", "--dense-inter", "1024", "--vocab", "4352",
+                     "--out", model});
+  ASSERT_EQ(m.status, 0) << m.err << m.out;
+  uint64_t model_bytes = 0;
+  for (const auto& e : fs::directory_iterator(model))
+    if (e.path().extension() == ".safetensors") model_bytes += fs::file_size(e.path());
+  // The working minimum, from the refusal.
+  Result low = sluice({"run", "-m", model, "--ram-budget", "1M", "--tokens", "1,2"});
+  std::smatch sm;
+  ASSERT_TRUE(std::regex_search(low.err, sm, std::regex(R"(try --ram-budget (\d+)M)"))) << low.err;
+  const uint64_t minimum_mib = std::stoull(sm[1].str());
+  for (uint64_t budget_mib : {minimum_mib + 1, minimum_mib + 8}) {
+    const std::string budget = std::to_string(budget_mib) + "M";
+    const uint64_t limit = budget_mib << 20;
+    Result r = sluice({"run", "-m", model, "--ram-budget", budget, "--tokens", "5,6,7,8,9,10,11,12", "-n", "16",
+                       "--ids"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_LE(r.peak_rss, limit) << "run at " << budget << ": peak " << r.peak_rss << "\n" << r.err;
+    Result b = sluice({"bench", "-m", model, "--ram-budget", budget, "-p", "32", "-n", "4", "--probe-seconds", "0.2",
+                       "--json"});
+    ASSERT_EQ(b.status, 0) << b.err;
+    EXPECT_LE(b.peak_rss, limit) << "bench at " << budget << ": peak " << b.peak_rss << "\n" << b.err;
+    nlohmann::json j = nlohmann::json::parse(b.out);
+    EXPECT_LT(j["spine_bytes"]["resident"].get<uint64_t>(), model_bytes);  // the budget bit
+  }
+}
+
+}  // namespace

@@ -1,0 +1,70 @@
+#include "cli/model_args.h"
+
+#include <cstdio>
+
+#include "base/bytes.h"
+#include "cli/progress.h"
+#include "cli/spine_option.h"
+#include "hub/http_experts.h"
+#include "kernels/threads.h"
+
+namespace sluice::cli {
+
+void add_model_options(CLI::App& sub, ModelArgs& a) {
+  sub.add_option("-m,--model", a.dir, "Model directory")->required();
+  sub.add_option("--ram-budget", a.ram_budget,
+                 "Memory the whole process may use: 512M, 16G (GiB), 16GB (1e9 bytes) (default: 3/4 of RAM)");
+  sub.add_option("-c,--ctx-size", a.ctx_size, "Context length the memory plan reserves state for (default 4096)")
+      ->check(CLI::Range(1, 1 << 24));
+  sub.add_option("-t,--threads", a.threads, "Kernel threads (default: every CPU)")->check(CLI::Range(1, 1024));
+  add_spine_option(sub, a.spine);
+}
+
+CLI::Validator byte_size(const std::string& flag, bool allow_zero) {
+  return CLI::Validator(
+      [flag, allow_zero](std::string& in) {
+        try {
+          in = std::to_string(parse_byte_size(in, flag, allow_zero));
+          return std::string();
+        } catch (const std::exception& e) {
+          std::string m = e.what();  // CLI11 puts the option's name in front itself
+          if (m.rfind(flag + ": ", 0) == 0) m.erase(0, flag.size() + 2);
+          return m;
+        }
+      },
+      "SIZE");
+}
+
+std::string describe_plan(const MemoryPlan& p, int ctx) {
+  std::string s = "budget " + format_bytes(p.budget) + " (working minimum " + format_bytes(p.minimum) +
+                  "): process baseline " + format_bytes(p.baseline) + ", working buffers " + format_bytes(p.working) +
+                  ", spine ";
+  if (p.spine_resident) s += format_bytes(p.spine_total) + " resident";
+  else
+    s += format_bytes(p.spine_resident_bytes) + " of " + format_bytes(p.spine_total) + " resident, the rest streamed "
+         "through a " + format_bytes(p.ring) + " ring";
+  s += "; state " + format_bytes(p.state_reserve) + " (up to " + std::to_string(ctx) + " tokens); expert buffers " +
+       format_bytes(p.expert_buffers) + ", cache " + format_bytes(p.expert_cache);
+  return s;
+}
+
+ModelOptions model_options(const ModelArgs& a) {
+  ModelOptions o;
+  o.whole_process = true;  // --ram-budget bounds the process, not only the engine
+  if (!a.ram_budget.empty()) o.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
+  if (a.ctx_size > 0) o.max_context = a.ctx_size;
+  o.spine = a.spine;
+  o.miss_filler = stream_miss_filler(a.dir);  // experts over HTTP for a stream install
+  if (a.threads > 0) kernels::set_num_threads(a.threads);
+  if (!a.quiet) {
+    const int ctx = o.max_context;
+    o.on_plan = [ctx](const MemoryPlan& p) { std::fprintf(stderr, "sluice: memory plan: %s\n", describe_plan(p, ctx).c_str()); };
+    auto line = std::make_shared<ProgressLine>("loading spine");
+    o.load_progress = [line](uint64_t done, uint64_t total) { line->bytes(done, total); };
+  }
+  return o;
+}
+
+std::unique_ptr<Model> open_model_cli(const ModelArgs& a) { return open_model(a.dir, model_options(a)); }
+
+}  // namespace sluice::cli

@@ -1,0 +1,44 @@
+// cli/model_args.h — the options every command that opens a model shares, and
+// opening it with progress on stderr.
+//
+//   -m, --model DIR      the model directory
+//   --ram-budget SIZE    bound on the whole process's memory (base/bytes.h units)
+//   -c, --ctx-size N     the context the memory plan reserves sequence state for
+//   -t, --threads N      kernel thread pool size (default: every CPU this process may use)
+//   --spine bf16|lossless|int8   which copy of the spine to read (cli/spine_option.h)
+// A command adds them with one call, add_model_options(sub, args).
+#pragma once
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "k3/model.h"
+
+namespace sluice::cli {
+
+struct ModelArgs {
+  std::string dir, ram_budget;
+  std::string spine;  // --spine: bf16|lossless|int8, empty: the exact default
+  int ctx_size = 0;  // 0: ModelOptions' default
+  int threads = 0;   // 0: every CPU
+  bool quiet = false;  // no load progress or memory plan on stderr
+};
+
+void add_model_options(CLI::App& sub, ModelArgs& a);
+
+// The ModelOptions the flags ask for, with load progress and the memory plan
+// reported on stderr unless quiet; sets the kernel pool size as a side effect.
+ModelOptions model_options(const ModelArgs& a);
+
+// open_model(a.dir, model_options(a)).
+std::unique_ptr<Model> open_model_cli(const ModelArgs& a);
+
+// A CLI11 transform for a numeric byte-size option: reads "512M", "16G", "16GB"
+// (base/bytes.h) and hands CLI11 the number of bytes.
+CLI::Validator byte_size(const std::string& flag, bool allow_zero = false);
+
+// "budget 16.0 MiB: spine 9.50 MiB resident of 9.50 MiB, ..." — one line.
+std::string describe_plan(const MemoryPlan& p, int ctx);
+
+}  // namespace sluice::cli

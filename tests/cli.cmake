@@ -1,0 +1,5 @@
+# CLI tests driven as a user would: the interactive chat on a terminal (tmux).
+add_test(NAME cli.chat_tmux COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/chat_tmux.sh)
+set_tests_properties(cli.chat_tmux PROPERTIES
+  TIMEOUT 180
+  ENVIRONMENT "SLUICE=$<TARGET_FILE:sluice>;SRC=${CMAKE_SOURCE_DIR}")
