@@ -112,7 +112,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     const uint64_t cap = SpanReader::direct_capacity(span);
     const uint64_t per_span = (cap + ro.chunk_bytes - 1) / ro.chunk_bytes;
     const uint64_t slots = (uint64_t(std::max(opt.model.queue_depth, 1)) + per_span - 1) / per_span + 1;
-    const uint64_t replay = opt.replay && cfg.num_experts > 0 ? slots * cap : 0;  // store/bandwidth_probe.h read_spans
+    const uint64_t replay = opt.replay && cfg.num_experts > 0 ? slots * cap : 0;  // io/bandwidth_probe.h read_spans
     const uint64_t probe = opt.probe_seconds > 0 ? slots * cap : 0;
     mo.extra_bytes += replay + probe;
     mo.chunk_tokens = std::min(opt.prefill_chunk_tokens, opt.prompt_tokens);

@@ -29,7 +29,7 @@ namespace sluice {
 struct StreamConfig {
   StreamManifest manifest;
   std::string cache_dir;     // where spans are cached
-  std::string bearer_token;  // store/hf_env.h: HF_TOKEN or the token file
+  std::string bearer_token;  // hub/hf_env.h: HF_TOKEN or the token file
 };
 
 // DIR/.sluice-stream.json, DIR/.span-cache and the hub token (store/hf_env.h).
