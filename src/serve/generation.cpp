@@ -108,7 +108,7 @@ Ticket Server::Impl::admit() {
 }
 
 Outcome Server::Impl::run(Job& job, const std::function<bool(Piece&)>& emit, const std::function<bool()>& gone,
-                          const std::function<void()>& tick) {
+                          const std::function<void(size_t, size_t)>& tick) {
   const GenerationRequest& g = job.req;
   RequestLog& log = request_context().log;
   ReplyOptions ro;
@@ -130,12 +130,12 @@ Outcome Server::Impl::run(Job& job, const std::function<bool(Piece&)>& emit, con
   o.draft_store = &drafts;
   o.prefill_chunk_tokens = opt.prefill_chunk_tokens;
   size_t prefilled = 0;
-  o.prefill_progress = [&](size_t done, size_t) {
+  o.prefill_progress = [&](size_t done, size_t total) {
     if (done > prefilled) metrics.observe("sluice_rows_per_pass", double(done - prefilled));
     prefilled = done;
     if (done > 0 && opt.test_chunk_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(opt.test_chunk_delay_ms));
-    tick();
+    tick(done, total);
   };
 
   const ExpertStats before = model->experts ? model->experts->stats() : ExpertStats{};
@@ -165,7 +165,7 @@ Outcome Server::Impl::run(Job& job, const std::function<bool(Piece&)>& emit, con
       pending = Piece{};
       if (!ok) return Verdict::cancel;
     }
-    tick();
+    tick(0, 0);
     return v;
   });
   if (model->experts) out.experts = minus(model->experts->stats(), before);
@@ -314,7 +314,7 @@ void Server::Impl::complete(httplib::Response& res, Job& job, Ticket ticket, int
   };
   Outcome out;
   try {
-    out = run(job, [&](Piece& p) { take(p); return true; }, gone, [] {});
+    out = run(job, [&](Piece& p) { take(p); return true; }, gone, [](size_t, size_t) {});
   } catch (...) {
     session->reset();  // a failed forward pass may have left the state half-advanced
     throw;
@@ -439,7 +439,13 @@ bool Server::Impl::stream_body(StreamJob& st, httplib::DataSink& sink) {
   }
   Outcome out;
   try {
-    out = run(st.job, [&](Piece& p) { return send_piece(p, nullptr) && !gone(); }, gone, ping);
+    auto tick = [&](size_t done, size_t total) {
+      if (g.include_progress && total > 0 && done > 0)
+        write("event: prompt_progress\ndata: " +
+              dump({{"object", "prompt.progress"}, {"id", h.id}, {"processed", done}, {"total", total}}) + "\n\n");
+      ping();
+    };
+    out = run(st.job, [&](Piece& p) { return send_piece(p, nullptr) && !gone(); }, gone, tick);
   } catch (const std::exception& e) {
     session->reset();
     count(&Counters::failed);

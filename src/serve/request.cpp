@@ -197,6 +197,8 @@ void parse_common(const json& body, const Limits& lim, GenerationRequest& r) {
         r.include_usage = v.is_null() ? false : get_bool(v, "stream_options.include_usage");
       else if (k == "include_obfuscation")
         get_bool(v, "stream_options.include_obfuscation");  // sluice never pads chunks
+      else if (k == "include_progress")  // extension: prompt_progress events during prefill
+        r.include_progress = v.is_null() ? false : get_bool(v, "stream_options.include_progress");
       else
         refuse("stream_options." + k, "Unrecognized request argument supplied: stream_options." + k,
                "unknown_parameter");

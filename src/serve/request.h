@@ -57,6 +57,9 @@ struct GenerationRequest {
   int top_logprobs = 0;
   bool stream = false;
   bool include_usage = false;
+  // Extension (stream_options.include_progress): `event: prompt_progress` SSE events
+  // with {processed, total} prompt tokens after each prefill chunk (OpenAI clients ignore them).
+  bool include_progress = false;
   bool return_token_ids = false;  // extension (vLLM's name): ids of prompt and completion in the reply
   bool ignore_eos = false;        // extension (vLLM's name): do not stop on the end-of-message ids
 };

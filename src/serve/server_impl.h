@@ -201,10 +201,11 @@ struct Server::Impl {
 
   // Runs one generation with the model (the caller holds the front ticket).
   // emit() gets each piece of text as it becomes final; it returns false when
-  // the client is gone, and so does gone(). tick() is called after each prefill
-  // chunk and each token (for keep-alive pings). Throws what the engine throws.
+  // the client is gone, and so does gone(). tick(done, total) is called after each
+  // prefill chunk (prompt tokens) and each token (0, 0), for keep-alive pings and
+  // progress events. Throws what the engine throws.
   Outcome run(Job& job, const std::function<bool(Piece&)>& emit, const std::function<bool()>& gone,
-              const std::function<void()>& tick);
+              const std::function<void(size_t, size_t)>& tick);
 
   void record(const Outcome& out, Clock::time_point t0);
   void declare_metrics();

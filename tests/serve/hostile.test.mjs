@@ -234,3 +234,21 @@ test('a retried identical request takes over the running one instead of generati
     await srv.stop();
   }
 });
+
+test('stream_options.include_progress sends prompt_progress events the openai client skips', async () => {
+  const srv = await startServer(['--prefill-chunk', String(CHUNK)]);
+  try {
+    const res = await fetch(srv.url + '/v1/completions', {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL_ID, prompt: longPrompt, max_tokens: 2, stream: true,
+                             stream_options: { include_progress: true } }),
+    });
+    const events = (await res.text()).split('\n\n').filter((e) => e.startsWith('event: prompt_progress\n'));
+    const progress = events.map((e) => JSON.parse(e.split('\n')[1].slice(6)));
+    assert.equal(progress.length, longPrompt.length / CHUNK);
+    assert.deepEqual(progress.at(-1).processed, longPrompt.length);
+    assert.ok(progress.every((p, i) => p.total === longPrompt.length && p.processed === (i + 1) * CHUNK));
+  } finally {
+    await srv.stop();
+  }
+});
