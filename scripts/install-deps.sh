@@ -9,6 +9,7 @@ pkgs=(
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libcli11-dev
   libreadline-dev tmux
   nginx-light
+  clang libclang-rt-dev
   python3-torch python3-numpy
 )
 # Node.js and npm drive the npm test clients; a machine may already have them from elsewhere.

@@ -13,3 +13,6 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEB
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
+# Every parser's fuzz target for a short budget under ASan+UBSan (scripts/fuzz.sh;
+# ~10 s each, two at a time); prints the targets and executions.
+./scripts/fuzz.sh --seconds 10

@@ -1,15 +1,19 @@
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/index_json.h"
 
 #include <sys/stat.h>
 
 #include <cstring>
+#include <algorithm>
 #include <fstream>
 #include <map>
-#include <sstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json_parse.h"
+#include "base/read_file.h"
 
 namespace sluice {
 
@@ -30,28 +34,33 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// Shard file names in index order (first appearance), from model.safetensors.index.json.
-std::vector<std::string> read_index(const std::string& path, std::map<std::string, std::string>* weight_map) {
-  std::ifstream in(path);
-  if (!in) fail(path, "cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto doc = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) fail(path, "not valid JSON");
+}  // namespace
+
+std::vector<std::string> parse_index_json(std::string_view text, const std::string& path,
+                                          std::map<std::string, std::string>* weight_map) {
+  // Nesting deeper than 4 is never an index.
+  const nlohmann::json doc = parse_json(text, path, 4);
+  if (!doc.is_object()) fail(path, "not valid JSON: expected an object");
   auto wm = doc.find("weight_map");
   if (wm == doc.end() || !wm->is_object() || wm->empty()) fail(path, "missing or empty 'weight_map'");
   std::vector<std::string> shards;
+  std::set<std::string> seen;
   for (auto it = wm->begin(); it != wm->end(); ++it) {
     if (!it->is_string()) fail(path, "weight_map entry '" + it.key() + "' is not a file name");
     std::string file = it->get<std::string>();
     if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..")
       fail(path, "weight_map entry '" + it.key() + "' names an invalid shard file '" + file + "'");
     (*weight_map)[it.key()] = file;
-    bool known = false;
-    for (const auto& s : shards) known = known || s == file;
-    if (!known) shards.push_back(file);
+    if (seen.insert(file).second) shards.push_back(file);
   }
   return shards;
+}
+
+namespace {
+
+// K3's index is ~10 MB.
+std::vector<std::string> read_index(const std::string& path, std::map<std::string, std::string>* weight_map) {
+  return parse_index_json(read_regular_file(path, 256ull << 20), path, weight_map);
 }
 
 }  // namespace
@@ -135,7 +144,14 @@ Checkpoint open_checkpoint(const std::string& dir) {
     if (!ck.tensors.count(key)) fail(dir + "/" + file, "tensor '" + name + "' listed in the index is missing");
   }
 
-  // Expert span index: six tensors per expert, contiguous and in order.
+  // Expert span index: six tensors per expert, contiguous and in order. The
+  // config's counts are checked against the files before the index is sized.
+  const uint64_t moe_layers = uint64_t(c.num_hidden_layers - std::min(c.first_k_dense_replace, c.num_hidden_layers));
+  if (moe_layers * uint64_t(c.num_experts) * 6 > ck.tensors.size())
+    fail(dir + "/config.json", std::to_string(moe_layers) + " MoE layers x " + std::to_string(c.num_experts) +
+                                   " experts need " + std::to_string(moe_layers * uint64_t(c.num_experts) * 6) +
+                                   " expert tensors; the checkpoint holds " + std::to_string(ck.tensors.size()) +
+                                   " tensors in all");
   const ExpertLayout lay = expert_layout(c);
   const int64_t L = c.routed_expert_hidden_size, I = c.moe_intermediate_size, g = c.mxfp4_group_size;
   struct Part {

@@ -8,10 +8,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/escape.h"
 #include "k3/model.h"
 
 namespace sluice {
@@ -252,9 +255,13 @@ TEST(Checkpoint, MissingTensor) {
   json index = json::parse(read_all(tm.path("model.safetensors.index.json")));
   const std::string name = "language_model.model.layers.2.self_attn.o_proj.weight";
   const std::string file = index["weight_map"][name];
+  // Renamed to a tensor sluice skips (its bytes stay covered: tensors must tile the data).
   Shard s(tm.path(file));
+  s.header["vision_tower.renamed"] = s.header[name];
   s.header.erase(name);
   s.save(tm.path(file));
+  index["weight_map"]["vision_tower.renamed"] = file;
+  write_all(tm.path("model.safetensors.index.json"), index.dump());
   expect_error([&] { open_checkpoint(tm.str()); }, {name, "missing"});
   index["weight_map"].erase(name);
   write_all(tm.path("model.safetensors.index.json"), index.dump());
@@ -292,6 +299,90 @@ TEST(Checkpoint, IndexAndShardDisagree) {
 
 TEST(Checkpoint, NoModelDirectory) {
   expect_error([] { open_checkpoint("/nonexistent/model"); }, {"/nonexistent/model/config.json", "cannot open"});
+}
+
+// Hostile-input findings (issue 13): each was accepted, or cost gigabytes,
+// before the check it tests.
+TEST(Checkpoint, ConfigNumbersAreBoundedBeforeAnythingIsSized) {
+  json base = json::parse(read_all(kFixture + "/config.json"));
+  auto with = [&](auto edit) {
+    json d = base;
+    edit(d["text_config"]);
+    return d;
+  };
+  expect_error([&] { parse_model_config(with([](json& t) { t["num_hidden_layers"] = 100000000; }), "config.json"); },
+               {"config.json", "num_hidden_layers", "implausibly large"});
+  expect_error([&] { parse_model_config(with([](json& t) { t["num_experts"] = 300000000; }), "config.json"); },
+               {"config.json", "num_experts"});
+  // 2^32 + 1 used to be read as layer 1.
+  expect_error([&] {
+    parse_model_config(with([](json& t) { t["linear_attn_config"]["kda_layers"][0] = 4294967297ull; }), "config.json");
+  }, {"config.json", "kda_layers", "out of range"});
+  // Products the size helpers form must not overflow an int.
+  expect_error([&] {
+    parse_model_config(with([](json& t) {
+      t["linear_attn_config"]["num_heads"] = 1 << 20;
+      t["linear_attn_config"]["head_dim"] = 1 << 20;
+    }), "config.json");
+  }, {"config.json", "implausibly large"});
+  // Plausible per field, but more experts than the files hold: refused before the index is sized.
+  TempModel tm;
+  json d = with([](json& t) { t["num_experts"] = 60000; });
+  write_all(tm.path("config.json"), d.dump());
+  expect_error([&] { open_checkpoint(tm.str()); }, {tm.path("config.json"), "expert tensors"});
+}
+
+TEST(Checkpoint, TensorsMustTileTheDataRegion) {
+  {  // bytes after the last tensor
+    TempModel tm;
+    fs::resize_file(tm.path(kShard2), fs::file_size(tm.path(kShard2)) + 4096);
+    expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(kShard2), "data region holds"});
+  }
+  {  // a gap: every offset moved up by 2, the file grown to match
+    TempModel tm;
+    Shard s(tm.path(kShard1));
+    for (auto it = s.header.begin(); it != s.header.end(); ++it)
+      if (it.key() != "__metadata__")
+        for (auto& o : (*it)["data_offsets"]) o = o.get<uint64_t>() + 2;
+    s.data = std::string(2, '\0') + s.data;
+    s.save(tm.path(kShard1));
+    expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(kShard1), "belong to no tensor"});
+  }
+  {  // a nesting bomb for a header: refused without building it
+    TempModel tm;
+    std::string h(1 << 20, '[');
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; i++) out[size_t(i)] = char((uint64_t(h.size()) >> (8 * i)) & 0xff);
+    write_all(tm.path(kShard1), out + h);
+    expect_error([&] { open_checkpoint(tm.str()); }, {tm.path(kShard1), "nested too deeply"});
+  }
+  {  // control characters in a tensor name are escaped, the message stays one line
+    TempModel tm;
+    Shard s(tm.path(kShard1));
+    json renamed = json::object();
+    for (auto it = s.header.begin(); it != s.header.end(); ++it)
+      renamed[it.key() == "__metadata__" ? it.key() : "x\nsecond line\x1b[31mRED" + it.key()] = *it;
+    s.header = renamed;
+    s.save(tm.path(kShard1));
+    try {
+      open_checkpoint(tm.str());
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {  // as the CLI prints it
+      const std::string printed = escape_control(e.what());
+      EXPECT_NE(printed.find("x\\nsecond line\\x1b[31mRED"), std::string::npos) << printed;
+      EXPECT_EQ(printed.find_first_of("\n\x1b"), std::string::npos) << printed;
+    }
+  }
+}
+
+TEST(Checkpoint, SpecialFilesAreRefusedNotHungOn) {
+  TempModel tm;
+  fs::remove(tm.path("config.json"));
+  ASSERT_EQ(::mkfifo(tm.path("config.json").c_str(), 0644), 0);
+  expect_error([&] { open_checkpoint(tm.str()); }, {tm.path("config.json"), "not a regular file"});
+  fs::remove(tm.path("config.json"));
+  fs::create_directory(tm.path("config.json"));
+  expect_error([&] { open_checkpoint(tm.str()); }, {tm.path("config.json"), "directory"});
 }
 
 }  // namespace

@@ -5,12 +5,24 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/json_parse.h"
+#include "base/read_file.h"
 
 namespace sluice {
 
 namespace {
 
 using json = nlohmann::json;
+
+// Bounds on what a config may claim, far above any real model (K3: hidden
+// 7168, 93 layers, 896 experts) and low enough that the size helpers' products
+// fit an int and nothing is allocated from an absurd number before the files
+// are checked against it.
+constexpr int kMaxDim = 1 << 20;
+constexpr int kMaxLayers = 4096;
+constexpr int kMaxExperts = 1 << 16;
+constexpr int64_t kMaxProduct = int64_t(1) << 30;
+constexpr uint64_t kMaxConfigBytes = 16ull << 20;
 
 // Field readers: each names the config file and the field when something is off.
 struct Reader {
@@ -34,9 +46,12 @@ struct Reader {
     if (x < INT32_MIN || x > INT32_MAX) fail(where, "field '" + prefix + key + "' is out of range");
     return int(x);
   }
-  int positive(const char* key) const {
+  int positive(const char* key, int max = kMaxDim) const {
     int x = integer(key);
     if (x <= 0) fail(where, "field '" + prefix + key + "' must be positive, got " + std::to_string(x));
+    if (x > max)
+      fail(where, "field '" + prefix + key + "' = " + std::to_string(x) + " is implausibly large (at most " +
+                      std::to_string(max) + ")");
     return x;
   }
   float number(const char* key) const {
@@ -61,7 +76,12 @@ struct Reader {
     std::vector<int> out;
     for (const json& e : v) {
       if (!e.is_number_integer()) fail(where, "field '" + prefix + key + "' must be a list of integers");
-      out.push_back(e.get<int>());
+      // Read wide: 2^32 + 1 must not wrap to 1.
+      const int64_t x = e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX
+                                                                                          : e.get<int64_t>();
+      if (x < INT32_MIN || x > INT32_MAX)
+        fail(where, "field '" + prefix + key + "' holds " + e.dump() + ", out of range");
+      out.push_back(int(x));
     }
     return out;
   }
@@ -137,7 +157,7 @@ ModelConfig parse_model_config(const json& doc, const std::string& where) {
   ModelConfig c;
   c.vocab_size = t.positive("vocab_size");
   c.hidden_size = t.positive("hidden_size");
-  c.num_hidden_layers = t.positive("num_hidden_layers");
+  c.num_hidden_layers = t.positive("num_hidden_layers", kMaxLayers);
   c.rms_norm_eps = t.number("rms_norm_eps");
   t.expect(c.rms_norm_eps > 0 && c.rms_norm_eps < 1, "field '" + t.prefix + "rms_norm_eps' must be in (0, 1)");
   c.mla_latent_norm_eps = c.rms_norm_eps;
@@ -173,7 +193,8 @@ ModelConfig parse_model_config(const json& doc, const std::string& where) {
   c.kv_lora_rank = t.positive("kv_lora_rank");
   c.qk_nope_head_dim = t.positive("qk_nope_head_dim");
   c.qk_rope_head_dim = t.integer("qk_rope_head_dim");
-  t.expect(c.qk_rope_head_dim >= 0, "field '" + t.prefix + "qk_rope_head_dim' must be >= 0");
+  t.expect(c.qk_rope_head_dim >= 0 && c.qk_rope_head_dim <= kMaxDim,
+           "field '" + t.prefix + "qk_rope_head_dim' must be in [0, " + std::to_string(kMaxDim) + "]");
   c.v_head_dim = t.positive("v_head_dim");
   if (t.has("mla_use_nope"))
     t.expect(t.boolean("mla_use_nope"), "unsupported mla_use_nope = false (K3 applies no RoPE)");
@@ -214,12 +235,16 @@ ModelConfig parse_model_config(const json& doc, const std::string& where) {
   bool any_moe = c.first_k_dense_replace < c.num_hidden_layers;
   c.num_experts = t.has("num_experts") ? t.integer("num_experts") : 0;
   c.num_experts_per_token = t.has("num_experts_per_token") ? t.integer("num_experts_per_token") : 0;
+  t.expect(c.num_experts >= 0 && c.num_experts <= kMaxExperts && c.num_experts_per_token >= 0 &&
+               c.num_experts_per_token <= kMaxExperts,
+           "num_experts and num_experts_per_token must be in [0, " + std::to_string(kMaxExperts) + "]");
   if (any_moe) {
-    c.num_experts = t.positive("num_experts");
+    c.num_experts = t.positive("num_experts", kMaxExperts);
     c.num_experts_per_token = t.positive("num_experts_per_token");
     t.expect(c.num_experts_per_token <= c.num_experts, "num_experts_per_token exceeds num_experts");
     c.num_shared_experts = t.integer("num_shared_experts");
-    t.expect(c.num_shared_experts >= 0, "field '" + t.prefix + "num_shared_experts' must be >= 0");
+    t.expect(c.num_shared_experts >= 0 && c.num_shared_experts <= kMaxExperts,
+             "field '" + t.prefix + "num_shared_experts' must be in [0, " + std::to_string(kMaxExperts) + "]");
     c.moe_intermediate_size = t.positive("moe_intermediate_size");
     c.routed_expert_hidden_size = t.positive("routed_expert_hidden_size");
     c.routed_scaling_factor = t.number_or("routed_scaling_factor", 1.0f);
@@ -243,6 +268,16 @@ ModelConfig parse_model_config(const json& doc, const std::string& where) {
                  c.moe_intermediate_size % c.mxfp4_group_size == 0,
              "routed_expert_hidden_size and moe_intermediate_size must be multiples of the MXFP4 group (32)");
   }
+  // The size helpers multiply fields; each product must fit an int (and
+  // describe a matrix a machine could hold).
+  for (auto [what, v] : {std::pair{"num_heads x head_dim (KDA)", int64_t(c.kda_num_heads) * c.kda_head_dim},
+                         std::pair{"num_attention_heads x q head dim (MLA)",
+                                   int64_t(c.num_attention_heads) * (int64_t(c.qk_nope_head_dim) + c.qk_rope_head_dim)},
+                         std::pair{"num_attention_heads x v_head_dim", int64_t(c.num_attention_heads) * c.v_head_dim},
+                         std::pair{"num_shared_experts x moe_intermediate_size",
+                                   int64_t(c.num_shared_experts) * c.moe_intermediate_size},
+                         std::pair{"num_hidden_layers x num_experts", int64_t(c.num_hidden_layers) * c.num_experts}})
+    if (v > kMaxProduct) fail(where, std::string(what) + " = " + std::to_string(v) + " is implausibly large");
   if (t.has("num_nextn_predict_layers"))
     t.expect(t.integer("num_nextn_predict_layers") == 0, "MTP heads (num_nextn_predict_layers > 0) are not supported");
   if (t.has("tie_word_embeddings"))
@@ -252,13 +287,7 @@ ModelConfig parse_model_config(const json& doc, const std::string& where) {
 
 ModelConfig load_model_config(const std::string& model_dir) {
   std::string path = model_dir + "/config.json";
-  std::ifstream in(path);
-  if (!in) fail(path, "cannot open (is this a model directory?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json doc = json::parse(ss.str(), nullptr, false);
-  if (doc.is_discarded()) fail(path, "not valid JSON");
-  return parse_model_config(doc, path);
+  return parse_model_config(parse_json(read_regular_file(path, kMaxConfigBytes), path), path);
 }
 
 }  // namespace sluice

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json_parse.h"
+#include "base/read_file.h"
 #include "base/read_exact.h"
 
 namespace sluice {
@@ -67,6 +69,8 @@ ShardHeader parse_safetensors_header(std::string_view json_text, uint64_t file_s
   if (h.data_start > file_size) fail(path, "truncated: header runs past the end of the file");
   const uint64_t data_size = file_size - h.data_start;
 
+  // A header is an object of objects of arrays: depth 3 (8 leaves room).
+  if (json_too_deep(json_text, 8)) fail(path, "corrupt safetensors header: not valid JSON (nested too deeply)");
   json doc = json::parse(json_text.begin(), json_text.end(), nullptr, false);
   if (doc.is_discarded()) fail(path, "corrupt safetensors header: not valid JSON");
   if (!doc.is_object()) fail(path, "corrupt safetensors header: not a JSON object");
@@ -115,17 +119,30 @@ ShardHeader parse_safetensors_header(std::string_view json_text, uint64_t file_s
     ranges.push_back({b, en, h.tensors.size()});
     h.tensors.push_back(std::move(t));
   }
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < ranges.size(); i++)
-    if (ranges[i].begin < ranges[i - 1].end)
+  // The tensors must tile the data region exactly, as the format requires: no
+  // overlap, no gap, nothing after the last one (a shard that does not is
+  // damaged or was written by something that disagrees about the layout).
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  uint64_t covered = 0;
+  for (size_t i = 0; i < ranges.size(); i++) {
+    if (ranges[i].begin < covered)
       fail(path, "tensors '" + h.tensors[ranges[i - 1].index].name + "' and '" + h.tensors[ranges[i].index].name +
                      "' overlap");
+    if (ranges[i].begin > covered)
+      fail(path, "corrupt safetensors header: " + std::to_string(ranges[i].begin - covered) +
+                     " bytes of the data region before tensor '" + h.tensors[ranges[i].index].name +
+                     "' belong to no tensor");
+    covered = ranges[i].end;
+  }
+  if (covered != data_size)
+    fail(path, "corrupt safetensors header: the tensors end at data offset " + std::to_string(covered) + " but the data region holds " +
+                   std::to_string(data_size) + " bytes (file padded or truncated?)");
   return h;
 }
 
 ShardHeader read_safetensors_header(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  int fd = open_regular_file(path);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }

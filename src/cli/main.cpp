@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/escape.h"
 #include "cli/commands.h"
 
 namespace sluice::cli {
@@ -59,8 +60,14 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < reg.size(); i++)
       if (app.got_subcommand(reg[i].name) && *actions[i]) return (*actions[i])();
     return 0;
+  } catch (const sluice::Error& e) {
+    std::fprintf(stderr, "sluice: %s\n", sluice::escape_control(e.what()).c_str());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "sluice: out of memory (a size in the input or --ram-budget exceeds what this machine has)\n");
+    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sluice: %s\n", e.what());
+    std::fprintf(stderr, "sluice: internal error: %s\n", sluice::escape_control(e.what()).c_str());
     return 1;
   }
 }

@@ -334,6 +334,8 @@ void HttpClient::transfer(const std::string& url, uint64_t offset, uint64_t leng
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, long(opt_.connect_timeout_s));
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, opt_.low_speed_bytes_per_s);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, long(opt_.low_speed_window_s));
     a.stall_timeout_s = opt_.stall_timeout_s;
     a.last_data = std::chrono::steady_clock::now();
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
@@ -376,13 +378,17 @@ void HttpClient::transfer(const std::string& url, uint64_t offset, uint64_t leng
       last_problem = "HTTP " + std::to_string(status);
     } else if (a.stalled) {
       last_problem = "no data for " + std::to_string(opt_.stall_timeout_s) + " s";
+    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+      last_problem = "slower than " + std::to_string(opt_.low_speed_bytes_per_s) + " bytes/s for " +
+                     std::to_string(opt_.low_speed_window_s) + " s";
     } else if (transient_curl(rc)) {
       last_problem = curl_problem;
     } else {
       fail(url, curl_problem);
     }
     // A get() restarts from scratch; a ranged transfer goes on from `pos`.
-    if (a.delivered > 0 && !text) failures = 0;
+    // A trickle counts as a failure even though it delivered something.
+    if (a.delivered > 0 && !text && rc != CURLE_OPERATION_TIMEDOUT) failures = 0;
     else failures++;
     if (failures > opt_.retries)
       fail(url, "giving up after " + std::to_string(failures) + " failed attempts in a row: " + last_problem);

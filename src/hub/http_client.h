@@ -26,6 +26,10 @@ struct HttpOptions {
   std::string bearer_token;   // "Authorization: Bearer <token>" when non-empty
   int connect_timeout_s = 10;
   int stall_timeout_s = 30;   // abort an attempt that receives nothing for this long
+  // ...or that averages below low_speed_bytes_per_s over low_speed_window_s (a
+  // hub trickling a byte every few seconds never trips the stall check).
+  long low_speed_bytes_per_s = 1024;
+  int low_speed_window_s = 60;
   int retries = 6;            // failed attempts in a row (no byte delivered) tolerated after the first
   int backoff_ms = 250;       // delay before the first retry; doubles on each failure in a row
   int max_backoff_ms = 8000;

@@ -1,9 +1,13 @@
 #include "hub/http_hub.h"
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json_parse.h"
 #include "hub/http_client.h"
+#include "hub/setup_manifest.h"
 #include "hub/sha256.h"
 
 namespace sluice {
@@ -40,6 +44,12 @@ bool is_safe_relative_path(const std::string& name) {
   return true;
 }
 
+bool is_reserved_name(const std::string& name) {
+  const std::string first = name.substr(0, name.find('/'));
+  return first == kSetupManifestName || first == kStreamManifestName || first == kPartialDirName ||
+         first == kSpanCacheDirName || first.rfind(".sluice", 0) == 0;
+}
+
 std::string hub_api_url(const HubRepo& r) {
   return r.hub + "/api/models/" + r.repo + "/revision/" + url_escape(r.revision, false) + "?blobs=true";
 }
@@ -49,8 +59,9 @@ std::string hub_file_url(const HubRepo& r, const std::string& revision, const st
 }
 
 HubRevision parse_hub_revision(std::string_view json, const std::string& where) {
-  auto doc = nlohmann::json::parse(json, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) fail(where, "the file list is not a JSON object");
+  const nlohmann::json doc = parse_json(json, where, 8);
+  if (!doc.is_object()) fail(where, "the file list is not a JSON object");
+  std::set<std::string> names;
   HubRevision rev;
   if (auto sha = doc.find("sha"); sha != doc.end() && sha->is_string()) {
     rev.commit = sha->get<std::string>();
@@ -64,6 +75,8 @@ HubRevision parse_hub_revision(std::string_view json, const std::string& where) 
     HubFile f;
     f.name = s["rfilename"].get<std::string>();
     if (!is_safe_relative_path(f.name)) fail(where, "unsafe file name '" + f.name + "'");
+    if (is_reserved_name(f.name))
+      fail(where, "file name '" + f.name + "' collides with sluice's own bookkeeping files");
     const auto* lfs = s.contains("lfs") && s["lfs"].is_object() ? &s["lfs"] : nullptr;
     if (s.contains("size") && s["size"].is_number_unsigned()) f.size = s["size"].get<uint64_t>();
     else if (lfs && lfs->contains("size") && (*lfs)["size"].is_number_unsigned()) f.size = (*lfs)["size"].get<uint64_t>();
@@ -79,8 +92,7 @@ HubRevision parse_hub_revision(std::string_view json, const std::string& where) 
       f.git_blob = s["blobId"].get<std::string>();
       if (!is_hex_digest(f.git_blob, HashKind::sha1)) fail(where, "'" + f.name + "' has a malformed blobId");
     }
-    for (const HubFile& g : rev.files)
-      if (g.name == f.name) fail(where, "'" + f.name + "' is listed twice");
+    if (!names.insert(f.name).second) fail(where, "'" + f.name + "' is listed twice");
     rev.files.push_back(std::move(f));
   }
   if (rev.files.empty()) fail(where, "the repository has no files");

@@ -38,6 +38,10 @@ struct HubRepo {
 void check_repo_id(const std::string& repo);
 // True if `name` is a safe relative path (see above).
 bool is_safe_relative_path(const std::string& name);
+// A name whose first component is one of sluice's bookkeeping files or folders
+// in a model directory (.sluice-*.json, .partial, .span-cache): a hub may not
+// list it.
+bool is_reserved_name(const std::string& name);
 
 std::string hub_api_url(const HubRepo& r);
 // The URL of `file` at `revision` (pass a commit to pin the bytes).

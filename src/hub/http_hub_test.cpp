@@ -1,6 +1,11 @@
 #include "hub/http_hub.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "base/error.h"
 #include "hub/http_client.h"
@@ -44,6 +49,22 @@ TEST(HttpHub, RejectsBadFileLists) {
   EXPECT_THROW(parse(R"({"rfilename":"a","size":1,"lfs":{"sha256":"xyz","size":1}})"), Error);
   EXPECT_THROW(parse(R"({"rfilename":"a","size":2,"lfs":{"sha256":")" + kSha + R"(","size":1}})"), Error);
   EXPECT_NO_THROW(parse(R"({"rfilename":"a","size":1,"lfs":{"sha256":")" + kSha + R"(","size":1}})"));
+  // Names that would overwrite sluice's own bookkeeping in the model directory.
+  for (const char* name : {".sluice-setup.json", ".sluice-stream.json", ".partial/config.json.part",
+                           ".span-cache/l1-e2.x", ".sluice-anything"})
+    EXPECT_THROW(parse(std::string(R"({"rfilename":")") + name + R"(","size":1})"), Error) << name;
+  EXPECT_NO_THROW(parse(R"({"rfilename":"sub/.partial","size":1})"));  // only the top level is ours
+}
+
+// 160,000 files used to take 70 s (a quadratic duplicate check).
+TEST(HttpHub, LongFileListsParseInLinearishTime) {
+  std::string siblings;
+  for (int i = 0; i < 160000; i++)
+    siblings += std::string(i ? "," : "") + R"({"rfilename":"f)" + std::to_string(i) + R"(","size":1})";
+  const auto t0 = std::chrono::steady_clock::now();
+  HubRevision r = parse_hub_revision(R"({"siblings":[)" + siblings + "]}", "api");
+  EXPECT_EQ(r.files.size(), 160000u);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
 }
 
 TEST(HttpHub, SafePaths) {
@@ -83,6 +104,44 @@ TEST(HttpClient, ContentRange) {
   EXPECT_FALSE(parse_content_range("bytes 9-3/10", &first, &last, &total));
   EXPECT_FALSE(parse_content_range("items 0-1/2", &first, &last, &total));
   EXPECT_FALSE(parse_content_range("bytes 0-99999999999999999999/1", &first, &last, &total));
+}
+
+// A hub that trickles a byte every few hundred ms never trips the "no data"
+// stall check; the low-speed limit ends each attempt, and a trickle counts as
+// a failed attempt, so the transfer gives up instead of running forever.
+TEST(HttpClient, TrickleIsTimedOut) {
+  httplib::Server srv;
+  std::atomic<bool> stop{false};
+  srv.Get("/slow", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("application/octet-stream", [&](size_t, httplib::DataSink& sink) {
+      for (int i = 0; i < 200 && !stop; i++) {
+        if (!sink.write("x", 1)) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      sink.done();
+      return true;
+    });
+  });
+  const int port = srv.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread th([&] { srv.listen_after_bind(); });
+  HttpOptions o;
+  o.low_speed_bytes_per_s = 100;
+  o.low_speed_window_s = 1;
+  o.retries = 1;
+  o.backoff_ms = 10;
+  HttpClient c(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    c.get("http://127.0.0.1:" + std::to_string(port) + "/slow");
+    ADD_FAILURE() << "a trickle was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("slower than"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
+  stop = true;
+  srv.stop();
+  th.join();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json_parse.h"
 #include "checkpoint/safetensors_writer.h"
 
 namespace sluice {
@@ -21,6 +22,7 @@ bool read_json_file(const std::string& path, json* out) {
   if (!in) return false;
   std::stringstream ss;
   ss << in.rdbuf();
+  if (json_too_deep(ss.str(), 16)) fail(path, "not a valid JSON object (nested too deeply)");
   *out = json::parse(ss.str(), nullptr, false);
   if (out->is_discarded() || !out->is_object()) fail(path, "not a valid JSON object");
   return true;

@@ -43,7 +43,10 @@ ExpertCache::ExpertCache(const ExpertCacheOptions& options) : opt_(options) {
     cache_fail("too many experts");
   if (!(opt_.half_life_tokens > 0)) cache_fail("half_life_tokens must be positive");
   if (opt_.lookups_per_token < 0) cache_fail("lookups_per_token must not be negative");
-  size_t n = size_t(opt_.budget_bytes / opt_.slot_bytes);
+  // More slots than experts would never fill: a budget of 1T on a small model
+  // must not size bookkeeping for 60 million slots.
+  size_t n = size_t(std::min<uint64_t>(opt_.budget_bytes / opt_.slot_bytes,
+                                       uint64_t(opt_.layers) * uint64_t(opt_.experts_per_layer)));
   slots_.resize(n);
   for (size_t i = n; i-- > 0;) free_slots_.push_back(int(i));
   size_t per_token = size_t(opt_.lookups_per_token);

@@ -241,5 +241,19 @@ TEST(ExpertCache, SyntheticRoutingHitRatesLruVsHeat) {
   }
 }
 
+// A budget far above the model (--ram-budget 1T on a 36 MB model) sizes no
+// more slots than there are experts (it used to allocate gigabytes of slot
+// bookkeeping).
+TEST(ExpertCache, SlotsNeverOutnumberExperts) {
+  ExpertCacheOptions o;
+  o.slot_bytes = 4096;
+  o.budget_bytes = uint64_t(1) << 40;
+  o.layers = 4;
+  o.experts_per_layer = 8;
+  ExpertCache c(o);
+  EXPECT_EQ(c.slot_count(), 32);
+  c.check_invariants();
+}
+
 }  // namespace
 }  // namespace sluice

@@ -79,8 +79,21 @@ class DirectExperts : public ExpertSource {
     first_moe_ = ck.config.first_k_dense_replace;
   }
 
+  // A failed read (or a throwing `use`) fails this fetch only: every read
+  // still in flight is drained and what it was for forgotten, so the next
+  // fetch starts from a consistent cache (a repaired file then reads fine).
   void fetch(int layer, std::span<const int> experts,
              const std::function<void(size_t, const uint8_t*)>& use) override {
+    try {
+      fetch_or_throw(layer, experts, use);
+    } catch (...) {
+      recover();
+      throw;
+    }
+  }
+
+  void fetch_or_throw(int layer, std::span<const int> experts,
+                      const std::function<void(size_t, const uint8_t*)>& use) {
     if (layer == first_moe_) cache_.next_token();
     // Needs: either ready in the cache, in flight (a prefetch), or to be read.
     std::vector<Need> ready;
@@ -132,9 +145,14 @@ class DirectExperts : public ExpertSource {
     for (auto& [l, e] : hints_) issue_prefetch(l, e);
     hints_.clear();
     // Compute on what is already here while the reads run.
-    for (const Need& n : ready) {
-      use(n.i, cache_.data(n.slot));
-      cache_.unpin(n.slot);
+    for (size_t k = 0; k < ready.size(); k++) {
+      try {
+        use(ready[k].i, cache_.data(ready[k].slot));
+      } catch (...) {
+        for (size_t j = k; j < ready.size(); j++) cache_.unpin(ready[j].slot);
+        throw;
+      }
+      cache_.unpin(ready[k].slot);
       stats_.fetched++;
     }
     while (outstanding > 0) {
@@ -149,11 +167,15 @@ class DirectExperts : public ExpertSource {
       }
       if (w.own) {
         outstanding--;
-        use(w.i, c.data);
+        try {
+          use(w.i, c.data);
+        } catch (...) {
+          release(w.slot);
+          throw;
+        }
         stats_.fetched++;
       }
-      if (w.slot >= 0) cache_.unpin(w.slot);
-      else free_bypass_.push_back(-2 - w.slot);
+      release(w.slot);
       submit_more();
     }
   }
@@ -221,6 +243,48 @@ class DirectExperts : public ExpertSource {
       waiting_[t] = {0, slot, false};
       stats_.prefetched++;
     }
+  }
+
+  // Drops the fetch's hold on a finished read: unpins its slot or frees its bypass buffer.
+  void release(int slot) {
+    if (slot >= 0)
+      cache_.unpin(slot);
+    else
+      free_bypass_.push_back(-2 - slot);
+  }
+
+  // After a failed fetch: waits out every read in flight (a failed one is
+  // skipped), keeps what landed in the cache, and frees the slots and buffers
+  // of reads that failed, whose tickets the reader never hands back.
+  void recover() {
+    hints_.clear();
+    while (reader_.outstanding() > 0) {
+      const size_t before = reader_.outstanding();
+      Completed c;
+      try {
+        c = reader_.wait_any();
+      } catch (const Error&) {
+        if (reader_.outstanding() >= before) break;  // a stalled reader: nothing more will land
+        continue;
+      }
+      auto it = waiting_.find(c.ticket);
+      if (it == waiting_.end()) continue;
+      const Waiting w = it->second;
+      waiting_.erase(it);
+      if (w.slot >= 0) {
+        cache_.set_ready(w.slot, c.data);
+        slot_ticket_.erase(w.slot);
+      }
+      release(w.slot);
+    }
+    for (const auto& [ticket, w] : waiting_) {
+      if (w.slot >= 0)
+        cache_.erase(w.slot);
+      else
+        free_bypass_.push_back(-2 - w.slot);
+    }
+    waiting_.clear();
+    slot_ticket_.clear();
   }
 
   struct Waiting {

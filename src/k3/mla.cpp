@@ -5,6 +5,7 @@
 // the "rope" dims are used as they are. The cache keeps c' (after the norm) and
 // the raw k_pe for every position.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "base/numeric.h"
@@ -13,6 +14,14 @@
 #include "kernels/ref.h"
 
 namespace sluice {
+
+// A shard's tensors need not be 2-byte aligned (a header of odd length is
+// valid safetensors), so kv_b's elements are loaded bytewise.
+inline float bf16_at(const uint16_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return bf16_to_f32(h);
+}
 
 void mla_forward(const ModelConfig& c, Spine& sp, const MlaWeights& w, MlaLayerCache& cache, const float* x, int T, float* out) {
   const int NH = c.num_attention_heads, NOPE = c.qk_nope_head_dim, ROPE = c.qk_rope_head_dim;
@@ -55,7 +64,7 @@ void mla_forward(const ModelConfig& c, Spine& sp, const MlaWeights& w, MlaLayerC
       for (int i = 0; i < NOPE; i++) {
         const float qi = qh[i];
         const uint16_t* row = Kh + size_t(i) * KVL;
-        for (int j = 0; j < KVL; j++) qhat[j] += bf16_to_f32(row[j]) * qi;
+        for (int j = 0; j < KVL; j++) qhat[j] += bf16_at(row + j) * qi;
       }
       for (int64_t tau = 0; tau < n; tau++) {
         const float* kv = cache.kv.data() + size_t(tau) * KVW;

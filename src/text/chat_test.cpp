@@ -325,5 +325,30 @@ TEST(Reply, StreamingGivesTheSameSplitAtAnyChunking) {
   }
 }
 
+// A model can write any bytes: invalid UTF-8 in a tool call becomes U+FFFD
+// and the calls serialize (this threw json type_error 316 before).
+TEST(ToolCalls, InvalidUtf8BecomesReplacementCharacter) {
+  const std::string reply =
+      "<|open|>tools<|sep|><|open|>call tool=\"f\xfe\" index=\"1\"<|sep|><|open|>argument key=\"a\xc3\" "
+      "type=\"string\"<|sep|>\xff<|close|>argument<|sep|><|open|>argument key=\"n\" type=\"number\"<|sep|>"
+      "\"x\xff\"<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>";
+  nlohmann::json calls;
+  ASSERT_NO_THROW(calls = parse_tool_calls(reply));
+  ASSERT_EQ(calls.size(), 1u);
+  std::string dumped;
+  ASSERT_NO_THROW(dumped = calls.dump());
+  const std::string fffd = "\xef\xbf\xbd";
+  EXPECT_EQ(calls[0]["function"]["name"], "f" + fffd);
+  const nlohmann::json args = nlohmann::json::parse(calls[0]["function"]["arguments"].get<std::string>());
+  EXPECT_EQ(args["a" + fffd], fffd);
+  EXPECT_EQ(args["n"], "\"x" + fffd + "\"");
+  // A nesting bomb as an argument value stays text.
+  const std::string bomb = std::string(100000, '[');
+  const nlohmann::json deep = parse_tool_calls("<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|><|open|>argument key=\"a\" "
+                                               "type=\"object\"<|sep|>" + bomb + "<|close|>argument<|sep|>");
+  ASSERT_EQ(deep.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(deep[0]["function"]["arguments"].get<std::string>())["a"], bomb);
+}
+
 }  // namespace
 }  // namespace sluice::text

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json_parse.h"
+#include "base/read_file.h"
 #include "text/utf8.h"
 
 namespace sluice::text {
@@ -22,14 +24,11 @@ constexpr size_t kRunChars = 25000;
 constexpr size_t kLinearBpeMax = 128;  // pieces up to this many bytes use the O(n^2) scan
 constexpr int kK3ReservedSpecials = 256;
 
-std::string read_whole_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot open");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw Error(path + ": read error");
-  return std::move(ss).str();
-}
+// Bounds far above real vocabularies (K3: 163,840 ids, tokens of tens of bytes).
+constexpr uint64_t kMaxTokenizerFileBytes = 256ull << 20;
+constexpr int kMaxVocab = 1 << 24;
+constexpr size_t kMaxTokenBytes = 4096;
+constexpr int kMaxSpecials = 1 << 16;
 
 inline uint64_t hash_bytes(const char* p, size_t n) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t(n) * 0xFF51AFD7ED558CCDull);
@@ -182,7 +181,7 @@ Tokenizer Tokenizer::from_files(const std::string& tiktoken_path, const std::str
   tok.safety_splits_ = safety_splits;
   RankTable& rt = tok.ranks_;
 
-  std::string text = read_whole_file(tiktoken_path);
+  std::string text = read_regular_file(tiktoken_path, kMaxTokenizerFileBytes);
   size_t pos = 0, line_no = 0;
   std::vector<size_t> line_of_rank;  // for error messages
   rt.offsets.push_back(0);
@@ -211,6 +210,10 @@ Tokenizer Tokenizer::from_files(const std::string& tiktoken_path, const std::str
     size_t before = rt.arena.size();
     if (!base64_decode(b64, rt.arena)) fail(where(), "token bytes are not valid base64");
     if (rt.arena.size() == before) fail(where(), "empty token");
+    if (rt.arena.size() - before > kMaxTokenBytes)
+      fail(where(), "token of " + std::to_string(rt.arena.size() - before) + " bytes is implausibly long (at most " +
+                        std::to_string(kMaxTokenBytes) + ")");
+    if (rt.size() >= kMaxVocab) fail(where(), "more than " + std::to_string(kMaxVocab) + " tokens");
     if (rt.arena.size() > std::numeric_limits<uint32_t>::max())
       fail(tiktoken_path, "vocabulary too large");
     rt.offsets.push_back(uint32_t(rt.arena.size()));
@@ -231,18 +234,12 @@ Tokenizer Tokenizer::from_files(const std::string& tiktoken_path, const std::str
   }
 
   if (!config_path.empty()) {
-    std::string cfg_text = read_whole_file(config_path);
-    nlohmann::json cfg;
-    try {
-      cfg = nlohmann::json::parse(cfg_text);
-    } catch (const nlohmann::json::exception& e) {
-      fail(config_path, std::string("invalid JSON: ") + e.what());
-    }
+    const nlohmann::json cfg = parse_json(read_regular_file(config_path, kMaxTokenizerFileBytes), config_path);
     if (!cfg.is_object()) fail(config_path, "expected a JSON object");
     int n_special = kK3ReservedSpecials;
     if (auto it = cfg.find("num_reserved_special_tokens"); it != cfg.end()) {
-      if (!it->is_number_integer() || it->get<long long>() < 0 || it->get<long long>() > 1000000)
-        fail(config_path, "num_reserved_special_tokens must be a non-negative integer");
+      if (!it->is_number_integer() || it->get<long long>() < 0 || it->get<long long>() > kMaxSpecials)
+        fail(config_path, "num_reserved_special_tokens must be an integer in [0, " + std::to_string(kMaxSpecials) + "]");
       n_special = it->get<int>();
     }
     tok.specials_.assign(n_special, std::string());

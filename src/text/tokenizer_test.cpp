@@ -1,5 +1,7 @@
 #include "text/tokenizer.h"
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -177,7 +179,7 @@ TEST(Tokenizer, MalformedConfigNamesFile) {
   std::string cfg = dir + "/tokenizer_config.json";
   auto load = [&] { Tokenizer::load(dir); };
   write_file(cfg, "{not json");
-  expect_error(load, {cfg, "invalid JSON"});
+  expect_error(load, {cfg, "not valid JSON"});
   write_file(cfg, R"({"added_tokens_decoder": {"12": {"content": "[X]"}}})");
   expect_error(load, {cfg, "\"12\"", "outside the special range"});
   write_file(cfg, R"({"added_tokens_decoder": {"256": {"content": ""}}})");
@@ -194,6 +196,24 @@ TEST(Tokenizer, MalformedConfigNamesFile) {
   expect_error(load, {cfg, "num_reserved_special_tokens"});
   std::filesystem::remove(cfg);
   expect_error(load, {cfg, "cannot open"});
+  // Not a regular file: refused at once, never a hang on a FIFO.
+  ASSERT_EQ(::mkfifo(cfg.c_str(), 0644), 0);
+  expect_error(load, {cfg, "not a regular file"});
+  std::filesystem::remove(cfg);
+  std::filesystem::remove(dir + "/tiktoken.model");
+  ASSERT_EQ(::mkfifo((dir + "/tiktoken.model").c_str(), 0644), 0);
+  expect_error(load, {dir + "/tiktoken.model", "not a regular file"});
+}
+
+TEST(Tokenizer, AbsurdTokenSizesAreRefused) {
+  std::string dir = temp_dir();
+  std::string path = dir + "/tiktoken.model";
+  auto load = [&] { Tokenizer::from_files(path, "", kK3Pattern, true); };
+  const std::string good = tiktoken_file(byte_tokens());
+  write_file(path, good + base64(std::string(5000, 'z')) + " 256\n");
+  expect_error(load, {path + ":257", "implausibly long"});
+  write_file(path, good + base64("zz") + " 9999999999\n");
+  expect_error(load, {path + ":257", "out of order"});
 }
 
 // ---- byte-pair merge ----

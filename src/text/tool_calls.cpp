@@ -1,6 +1,8 @@
 // text/tool_calls.cpp — parsing a reply's tools block into OpenAI tool_calls
 // (parse_tool_calls; see chat.h).
+#include "base/json_parse.h"
 #include "text/chat.h"
+#include "text/utf8.h"
 #include "text/xtml.h"
 
 namespace sluice::text {
@@ -63,6 +65,9 @@ std::string attr(const XtmlTag& t, const char* key) {
 
 }  // namespace
 
+// A model can write any bytes: every string taken from the reply goes through
+// utf8_lossy (ill-formed sequences become U+FFFD), so the calls always
+// serialize as JSON.
 json parse_tool_calls(std::string_view s) {
   json calls = json::array();
   size_t pos = s.find("<|open|>tools<|sep|>");
@@ -79,7 +84,7 @@ json parse_tool_calls(std::string_view s) {
     }
     if (!tag.open && tag.name == "tools") break;
     if (!tag.open || tag.name != "call") continue;
-    std::string name = attr(tag, "tool"), index = attr(tag, "index");
+    std::string name = utf8_lossy(attr(tag, "tool")), index = utf8_lossy(attr(tag, "index"));
     ordered_json args = ordered_json::object();
     std::string raw_args;
     bool raw = false;
@@ -103,15 +108,17 @@ json parse_tool_calls(std::string_view s) {
       std::string_view value = s.substr(pos, end == std::string_view::npos ? s.size() - pos : end - pos);
       pos = end == std::string_view::npos ? s.size() : end + closing.size();
       if (child.name == "json") {
-        raw = true, raw_args = std::string(value);
+        raw = true, raw_args = utf8_lossy(value);
         continue;
       }
-      std::string key = attr(child, "key"), type = attr(child, "type");
+      std::string key = utf8_lossy(attr(child, "key")), type = attr(child, "type");
       if (type == "string") {
-        args[key] = std::string(value);
+        args[key] = utf8_lossy(value);
       } else {
-        ordered_json v = ordered_json::parse(value, nullptr, false);
-        args[key] = v.is_discarded() ? ordered_json(std::string(value)) : v;
+        // Parsed only when shallow: a value is data, not a nesting bomb.
+        const bool deep = json_too_deep(value, kMaxJsonDepth);
+        ordered_json v = deep ? ordered_json() : ordered_json::parse(value, nullptr, false);
+        args[key] = deep || v.is_discarded() ? ordered_json(utf8_lossy(value)) : v;
       }
     }
     calls.push_back({{"id", "call_" + (index.empty() ? std::to_string(calls.size() + 1) : index)},

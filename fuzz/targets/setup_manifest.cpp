@@ -1,0 +1,44 @@
+// The setup manifests (.sluice-setup.json, .sluice-stream.json) read back from
+// a model directory.
+#include <stdlib.h>
+
+#include <fstream>
+
+#include "base/error.h"
+#include "fuzz/fuzz_util.h"
+#include "hub/setup_manifest.h"
+
+namespace {
+
+const std::string& scratch_dir() {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/sluice-fuzz-XXXXXX";
+    if (!mkdtemp(tmpl)) __builtin_trap();
+    return std::string(tmpl);
+  }();
+  return dir;
+}
+
+void put(const std::string& path, std::string_view bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string& dir = scratch_dir();
+  const std::string_view text = sluice::fuzz::as_text(data, size);
+  put(dir + "/" + sluice::kSetupManifestName, text);
+  put(dir + "/" + sluice::kStreamManifestName, text);
+  try {
+    sluice::SetupManifest m;
+    sluice::read_setup_manifest(dir, &m);
+  } catch (const sluice::Error&) {
+  }
+  try {
+    (void)sluice::read_stream_manifest(dir);
+  } catch (const sluice::Error&) {
+  }
+  return 0;
+}
