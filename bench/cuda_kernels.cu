@@ -262,8 +262,9 @@ int main(int argc, char** argv) {
   const cuda::Mxfp4Tuning default_tuning = cuda::mxfp4_tuning();
   double best_step = 1e30;
   std::string best_name;
-  for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits})
-    for (int rpt : {4, 8}) {
+  for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits, cuda::Mxfp4Decode::lookup_async})
+    for (int rpt : {2, 4, 8}) {
+      if (rpt == 2 && dec != cuda::Mxfp4Decode::lookup_async) continue;  // the valid tunings
       cuda::set_mxfp4_tuning({dec, rpt});
       const std::string name = std::string(cuda::mxfp4_decode_name(dec)) + ", " + std::to_string(rpt) + " rows/thread";
       const double err = check_expert_gemv(experts, lat);

@@ -56,10 +56,12 @@ void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* st
 
 // How the MXFP4 kernels decode E2M1 codes (by shared-memory lookup, or by
 // integer bit placement + fp16 conversion) and how many
-// rows each thread loads ahead (4 or 8). Every setting gives the same bits;
+// rows each thread loads ahead (4 or 8; lookup_async also 2). Every setting gives the same bits;
 // only the speed differs (bench/cuda_kernels.cu measures them all). Process-
 // wide; not to be changed while another thread launches.
-enum class Mxfp4Decode { lookup, bits };
+// lookup_async: the lookup decode with the weights streamed through shared
+// memory by cp.async (decode launches only; prefill falls back to lookup).
+enum class Mxfp4Decode { lookup, bits, lookup_async };
 struct Mxfp4Tuning {
   Mxfp4Decode decode;
   int rows_per_thread;

@@ -128,16 +128,28 @@ void check_mxfp4(Rng& rng, int rows, int cols, int n, int lo = 110, int hi = 135
   const std::vector<float> X = random_activations(rng, size_t(n) * cols);
   std::vector<float> want(size_t(n) * rows);
   ref::matmul_mxfp4(m.packed.data(), m.scale.data(), rows, cols, X.data(), n, want.data());
+  const std::vector<double> abs_sum = abs_dot_mxfp4(m, rows, cols, X.data(), n);
   Dev<uint8_t> dp(m.packed), ds(m.scale);
-  Dev<float> dx(X), dy(size_t(n) * rows);
-  cuda::matmul_mxfp4(dp.p, ds.p, rows, cols, dx.p, n, dy.p);
-  const std::vector<float> got = dy.get();
-  expect_close(got, want, abs_dot_mxfp4(m, rows, cols, X.data(), n), cols, "mxfp4");
-  for (int t = 0; t < n; t++) {
-    Dev<float> y1(rows);
-    cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p + size_t(t) * cols, y1.p);
-    const std::vector<float> one = y1.get();
-    ASSERT_EQ(0, std::memcmp(one.data(), got.data() + size_t(t) * rows, rows * sizeof(float))) << "token " << t;
+  TuningGuard guard;
+  // The default, and the async decode kernel (every rows/thread) against it.
+  std::vector<float> first;
+  for (const cuda::Mxfp4Tuning tuning : {cuda::mxfp4_tuning(), cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_async, 2},
+                                         cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_async, 4},
+                                         cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_async, 8}}) {
+    SCOPED_TRACE(testing::Message() << cuda::mxfp4_decode_name(tuning.decode) << " " << tuning.rows_per_thread);
+    cuda::set_mxfp4_tuning(tuning);
+    Dev<float> dx(X), dy(size_t(n) * rows);
+    cuda::matmul_mxfp4(dp.p, ds.p, rows, cols, dx.p, n, dy.p);
+    const std::vector<float> got = dy.get();
+    expect_close(got, want, abs_sum, cols, "mxfp4");
+    if (first.empty()) first = got;
+    ASSERT_TRUE(bitwise_equal(first, got));
+    for (int t = 0; t < n; t++) {
+      Dev<float> y1(rows);
+      cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p + size_t(t) * cols, y1.p);
+      const std::vector<float> one = y1.get();
+      ASSERT_EQ(0, std::memcmp(one.data(), got.data() + size_t(t) * rows, rows * sizeof(float))) << "token " << t;
+    }
   }
 }
 
@@ -180,8 +192,8 @@ TEST(CudaKernels, Mxfp4DecodesEveryCodeAndScaleExactly) {
     }
   Dev<uint8_t> dp(m.packed), ds(m.scale);
   for (int hot : {0, 1, 31, 32, 63})
-    for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits}) {
-      cuda::set_mxfp4_tuning({dec, 4});
+    for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits, cuda::Mxfp4Decode::lookup_async}) {
+      cuda::set_mxfp4_tuning({dec, dec == cuda::Mxfp4Decode::lookup_async ? 2 : 4});
       std::vector<float> x(cols, 0.0f);
       x[hot] = 1.0f;
       Dev<float> dx(x), dy(rows);
@@ -207,19 +219,25 @@ TEST(CudaKernels, Mxfp4EveryTuningGivesTheSameBits) {
   const std::vector<float> X = random_activations(rng, size_t(n) * cols);
   Dev<uint8_t> dp(m.packed), ds(m.scale);
   Dev<float> dx(X);
-  std::vector<float> first;
-  for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits})
-    for (int rpt : {4, 8}) {
+  std::vector<float> first, first1;
+  for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits, cuda::Mxfp4Decode::lookup_async})
+    for (int rpt : {2, 4, 8}) {
+      if (rpt == 2 && dec != cuda::Mxfp4Decode::lookup_async) continue;
       cuda::set_mxfp4_tuning({dec, rpt});
-      Dev<float> dy(size_t(n) * rows);
+      Dev<float> dy(size_t(n) * rows), dy1(rows);
       cuda::matmul_mxfp4(dp.p, ds.p, rows, cols, dx.p, n, dy.p);
-      const std::vector<float> y = dy.get();
+      cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p, dy1.p);  // decode: another kernel for lookup_async
+      const std::vector<float> y = dy.get(), y1 = dy1.get();
       if (first.empty())
-        first = y;
+        first = y, first1 = y1;
       else
         ASSERT_TRUE(bitwise_equal(first, y)) << cuda::mxfp4_decode_name(dec) << " rows/thread " << rpt;
+      ASSERT_TRUE(bitwise_equal(first1, y1)) << cuda::mxfp4_decode_name(dec) << " rows/thread " << rpt;
+      ASSERT_EQ(0, std::memcmp(y1.data(), y.data(), rows * sizeof(float)));
     }
   EXPECT_THROW(cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::bits, 5}), std::invalid_argument);
+  EXPECT_THROW(cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup, 2}), std::invalid_argument);
+  EXPECT_THROW(cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup_async, 16}), std::invalid_argument);
 }
 
 // A grouped call (different experts, different token counts, some empty) is
@@ -247,6 +265,40 @@ TEST(CudaKernels, GroupedMxfp4IsBitwiseOneByOne) {
     Dev<float> y(grouped.size());
     cuda::matmul_mxfp4(P[e]->p, S[e]->p, rows, cols, Xs[e]->p, tasks[e].n, y.p);
     ASSERT_TRUE(bitwise_equal(grouped, y.get())) << "task " << e;
+  }
+}
+
+// Decode (one token per task) under lookup_async: blocks cross task
+// boundaries and tail tiles; the bits equal the lookup kernel's.
+TEST(CudaKernels, GroupedMxfp4DecodeAsyncIsBitwiseLookup) {
+  SKIP_WITHOUT_GPU();
+  TuningGuard guard;
+  Rng rng(13);
+  const int rows = 200, cols = 1024, ntasks = 70;
+  std::vector<std::unique_ptr<Dev<uint8_t>>> P, S;
+  std::vector<std::unique_ptr<Dev<float>>> Xs, Ya, Yb;
+  std::vector<cuda::MxTask> ta, tb;
+  std::uniform_int_distribution<int> tokens(0, 5);
+  for (int e = 0; e < ntasks; e++) {
+    const Mx m = random_mxfp4(rng, rows, cols, 115, 130);
+    const int n = tokens(rng) == 0 ? 0 : 1;
+    P.push_back(std::make_unique<Dev<uint8_t>>(m.packed));
+    S.push_back(std::make_unique<Dev<uint8_t>>(m.scale));
+    Xs.push_back(std::make_unique<Dev<float>>(random_activations(rng, size_t(cols))));
+    Ya.push_back(std::make_unique<Dev<float>>(size_t(rows)));
+    Yb.push_back(std::make_unique<Dev<float>>(size_t(rows)));
+    ta.push_back({P[e]->p, S[e]->p, Xs[e]->p, Ya[e]->p, n});
+    tb.push_back({P[e]->p, S[e]->p, Xs[e]->p, Yb[e]->p, n});
+  }
+  for (int rpt : {2, 4, 8}) {
+    cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup, 4});
+    cuda::grouped_mxfp4(ta.data(), ntasks, rows, cols);
+    cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup_async, rpt});
+    cuda::grouped_mxfp4(tb.data(), ntasks, rows, cols);
+    for (int e = 0; e < ntasks; e++)
+      if (ta[e].n) {
+        ASSERT_TRUE(bitwise_equal(Ya[e]->get(), Yb[e]->get())) << "task " << e << " rows/thread " << rpt;
+      }
   }
 }
 

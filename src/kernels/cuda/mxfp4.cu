@@ -212,6 +212,222 @@ __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 64 : 72)
   }
 }
 
+// ---- lookup_async: decode (one token per task) with the weights staged
+// through shared memory by cp.async. The kernel above holds a tile's weights
+// in registers, so a warp waits a full memory round trip every tile and the
+// block's barrier keeps its warps in step; here each thread copies its own
+// 16-byte words kStages-1 tiles ahead into a shared-memory ring (no registers
+// held, no barrier needed for them: a thread reads only what it copied), so
+// the memory stream never stops. One block per SM (the 64 KB table once),
+// 896/640/320 threads for 2/4/8 rows per thread. The scales of a tile travel
+// as one contiguous chunk and are applied by the reducing warps after the
+// tile's barrier; the FMAs, the two power-of-two multiplies and the sums are
+// the same operations in the same order as above, so the bits are the same.
+// Measured slower than the register kernel on the H200 (0.37 vs 0.39 of HBM,
+// docs/kernels.md): the limit is the decode's shared-memory pipe, not memory
+// latency. Kept selectable as the base for a cheaper decode.
+// Threads per block by rows per thread: more rows per thread, fewer threads
+// (the ring holds rows × threads words per stage).
+constexpr int pipe_threads(int rows_per_thread) { return rows_per_thread == 2 ? 896 : rows_per_thread == 4 ? 640 : 320; }
+constexpr int kScaleRing = 5;  // kStages + 1 (a chunk is overwritten only after its readers' next barrier)
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  const uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+template <int kRows, int kStages>
+__global__ void __launch_bounds__(pipe_threads(kRows), 1)
+    mxfp4_async_kernel(const __grid_constant__ Launch L) {
+  static_assert(kStages + 1 <= kScaleRing, "scale ring too small");
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const int G = L.cols / 32, rs = L.rs, tid = threadIdx.x, nthreads = blockDim.x;
+  const int tile_rows = rs * kRows;
+  float2* lut = reinterpret_cast<float2*>(smem);
+  uint4* ring = reinterpret_cast<uint4*>(smem + kLutFloats);           // [kStages][kRows][nthreads]
+  float* xs = reinterpret_cast<float*>(ring + size_t(kStages) * kRows * nthreads);  // [G·kXStride]
+  float* red0 = xs + G * kXStride;                                       // 2 × [tile rows][G]
+  uint8_t* sc0 = reinterpret_cast<uint8_t*>(red0 + 2 * tile_rows * G);  // kScaleRing × [tile rows·G rounded to 16]
+  const int sc_stride = (tile_rows * G + 15) / 16 * 16;
+
+  const int slot = tid / G, g = tid % G;
+  const int lane = tid & 31, warp = tid >> 5, nwarps = nthreads >> 5;
+  const int tiles_per_task = (L.rows + tile_rows - 1) / tile_rows;
+  const bool active = slot < rs;
+
+  for (int i = tid; i < 256 * 32; i += nthreads) {
+    const uint32_t b = uint32_t(i) >> 5;
+    lut[i] = make_float2(e2m1_scaled(b & 15u), e2m1_scaled(b >> 4));
+  }
+  const char* lut_bytes = reinterpret_cast<const char*>(lut);
+  const uint32_t lane8 = uint32_t(lane) * 8u;
+
+  const int total = L.ntasks * tiles_per_task;
+  const int begin = int(int64_t(total) * blockIdx.x / gridDim.x), end = int(int64_t(total) * (blockIdx.x + 1) / gridDim.x);
+  const float* my_x = xs + g * kXStride;
+
+  // The copy cursor runs kStages-1 tiles ahead of the compute cursor.
+  int f_tile = begin, f_ti = begin / tiles_per_task, f_row0 = (begin % tiles_per_task) * tile_rows;
+  auto issue = [&]() {
+    if (f_tile < end) {
+      const MxTask& T = L.task[f_ti];
+      uint4* dst = ring + size_t(f_tile % kStages) * kRows * nthreads + tid;
+#pragma unroll
+      for (int k = 0; k < kRows; k++) {
+        const int row = f_row0 + k * rs + slot;
+        const bool ok = active && row < L.rows;
+        const uint8_t* src = ok ? T.packed + size_t(row) * (L.cols / 2) + 16 * size_t(g) : T.packed;
+        cp_async16(dst + k * nthreads, src, ok ? 16 : 0);
+      }
+      const int chunk = min(tile_rows, L.rows - f_row0) * G;  // contiguous scale bytes of the tile
+      if (16 * tid < chunk) {
+        const int nb = min(16, chunk - 16 * tid);
+        cp_async16(sc0 + (f_tile % kScaleRing) * sc_stride + 16 * tid, T.scale + size_t(f_row0) * G + 16 * tid, nb);
+      }
+      f_row0 += tile_rows;
+      if (f_row0 >= L.rows) f_row0 = 0, f_ti++;
+    }
+    f_tile++;
+    cp_async_commit();  // empty groups too: the count of pending groups stays uniform
+  };
+#pragma unroll 1
+  for (int i = 0; i < kStages - 1; i++) issue();
+
+  int x_task = -1, buf = 0;
+  int ti = begin / tiles_per_task, row0 = (begin % tiles_per_task) * tile_rows;
+#pragma unroll 1
+  for (int tile = begin; tile < end; tile++) {
+    issue();
+    cp_async_wait<kStages - 1>();  // this thread's words of `tile` have landed
+    const MxTask& T = L.task[ti];
+    if (ti != x_task) {
+      // Every thread is past the last tile's arithmetic (its barrier), so the
+      // activations can be replaced; the table is first filled here too.
+      for (int i = tid; i < L.cols / 4; i += nthreads) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(T.X) + i);
+        *reinterpret_cast<float4*>(xs + (i / 8) * kXStride + (i % 8) * 4) = f;
+      }
+      x_task = ti;
+      __syncthreads();
+    }
+    float* red = red0 + buf * (tile_rows * G);
+    if (active) {
+      const uint4* src = ring + size_t(tile % kStages) * kRows * nthreads + tid;
+      uint4 w[kRows];
+#pragma unroll
+      for (int k = 0; k < kRows; k++) w[k] = src[k * nthreads];
+      float p[kRows];
+#pragma unroll
+      for (int k = 0; k < kRows; k++) p[k] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        float x[8];
+        const float4 a = *reinterpret_cast<const float4*>(my_x + 8 * j);
+        const float4 b = *reinterpret_cast<const float4*>(my_x + 8 * j + 4);
+        x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+#pragma unroll
+        for (int k = 0; k < kRows; k++) {
+          const uint32_t word = j == 0 ? w[k].x : j == 1 ? w[k].y : j == 2 ? w[k].z : w[k].w;
+#pragma unroll
+          for (int b4 = 0; b4 < 4; b4++) {
+            const uint32_t off = __byte_perm(word, lane8, 0x5504u | (uint32_t(b4) << 4));
+            const float2 v = *reinterpret_cast<const float2*>(lut_bytes + off);
+            p[k] = __fmaf_rn(v.x, x[2 * b4], p[k]);
+            p[k] = __fmaf_rn(v.y, x[2 * b4 + 1], p[k]);
+          }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kRows; k++) red[(k * rs + slot) * G + g] = p[k];
+    }
+    // Every thread has waited for its own copies of this tile (the scale
+    // chunk included) before this barrier, so the reducers may read them.
+    __syncthreads();
+    const uint8_t* sc = sc0 + (tile % kScaleRing) * sc_stride;
+    for (int lr = warp; lr < tile_rows; lr += nwarps) {
+      const int row = row0 + lr;
+      const float* q = red + size_t(lr) * G;
+      const uint8_t* s = sc + size_t(lr) * G;
+      float sum = 0.0f;
+      for (int i = lane; i < G; i += 32) sum = __fadd_rn(sum, __fmul_rn(__fmul_rn(q[i], 16384.0f), e8m0(s[i])));
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, off));
+      if (lane == 0 && row < L.rows) T.Y[row] = sum;
+    }
+    buf ^= 1;
+    row0 += tile_rows;
+    if (row0 >= L.rows) row0 = 0, ti++;
+  }
+  cp_async_wait<0>();
+}
+
+// Shared memory of the async kernel with kStages stages, or 0 if G is too wide for one team per block.
+size_t async_smem(int G, int rs, int rows_per_thread, int stages) {
+  const int threads = (rs * G + 31) / 32 * 32, tile_rows = rs * rows_per_thread;
+  return sizeof(float) * (kLutFloats + size_t(G) * kXStride + 2 * size_t(tile_rows) * G) +
+         16 * size_t(stages) * rows_per_thread * threads + kScaleRing * size_t((tile_rows * G + 15) / 16 * 16);
+}
+
+template <int kRows, int kStages>
+void launch_async(const Launch& L, size_t smem, cudaStream_t stream) {
+  const int G = L.cols / 32, threads = (L.rs * G + 31) / 32 * 32;
+  auto kernel = mxfp4_async_kernel<kRows, kStages>;
+  static thread_local int last_dev = -1, last_per_sm = 0, last_sms = 0;
+  static thread_local size_t last_smem = 0;
+  static thread_local int last_threads = 0;
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev != last_dev || threads != last_threads || smem != last_smem) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "smem attribute");
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&last_per_sm, kernel, threads, smem), "occupancy");
+    last_sms = sm_count();
+    last_dev = dev, last_threads = threads, last_smem = smem;
+  }
+  const int tile_rows = L.rs * kRows;
+  const int64_t tiles = int64_t(L.ntasks) * ((L.rows + tile_rows - 1) / tile_rows);
+  const int blocks = int(std::min<int64_t>(tiles, int64_t(std::max(last_per_sm, 1)) * last_sms));
+  g_last = {blocks, threads, last_per_sm, smem};
+  kernel<<<blocks, threads, smem, stream>>>(L);
+  check_launch("mxfp4 async kernel launch");
+}
+
+// Runs the async kernel if this launch suits it (decode, aligned scales, the
+// ring fits shared memory); false otherwise.
+bool try_async(Launch L, cudaStream_t stream) {
+  const int G = L.cols / 32, rpt = g_tuning.rows_per_thread;
+  L.rs = std::max(1, pipe_threads(rpt) / G);
+  for (int i = 0; i < L.ntasks; i++)
+    if (reinterpret_cast<uintptr_t>(L.task[i].scale) % 16 != 0 || (size_t(L.rs) * rpt * G) % 16 != 0) return false;
+  int max_smem = 0, dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "smem attribute");
+  for (int stages : {4, 3, 2}) {
+    const size_t smem = async_smem(G, L.rs, rpt, stages);
+    if (smem > size_t(max_smem)) continue;
+    if (rpt == 2) {
+      if (stages == 4) launch_async<2, 4>(L, smem, stream);
+      else if (stages == 3) launch_async<2, 3>(L, smem, stream);
+      else launch_async<2, 2>(L, smem, stream);
+    } else if (rpt == 8) {
+      if (stages == 4) launch_async<8, 4>(L, smem, stream);
+      else if (stages == 3) launch_async<8, 3>(L, smem, stream);
+      else launch_async<8, 2>(L, smem, stream);
+    } else {
+      if (stages == 4) launch_async<4, 4>(L, smem, stream);
+      else if (stages == 3) launch_async<4, 3>(L, smem, stream);
+      else launch_async<4, 2>(L, smem, stream);
+    }
+    return true;
+  }
+  return false;
+}
+
 template <int kLutWords, int kTok, int kRows>
 void launch_variant(const Launch& L, cudaStream_t stream) {
   const int G = L.cols / 32, threads = (L.rs * G + 31) / 32 * 32;  // whole warps: the reduction shuffles
@@ -244,11 +460,16 @@ void launch_rows(const Launch& L, cudaStream_t stream) {
   switch (g_tuning.decode) {
     case Mxfp4Decode::lookup: return launch_variant<4, kTok, kRows>(L, stream);
     case Mxfp4Decode::bits: return launch_variant<0, kTok, kRows>(L, stream);
+    case Mxfp4Decode::lookup_async: return launch_variant<4, kTok, kRows>(L, stream);
   }
 }
 
 template <int kTok>
 void launch_tok(const Launch& L, cudaStream_t stream) {
+  if (g_tuning.decode == Mxfp4Decode::lookup_async) {
+    if (kTok == 1 && try_async(L, stream)) return;
+    return launch_rows<kTok, 4>(L, stream);  // prefill, or a shape it does not take: same bits
+  }
   if (g_tuning.rows_per_thread == 8) return launch_rows<kTok, 8>(L, stream);
   launch_rows<kTok, 4>(L, stream);
 }
@@ -256,7 +477,8 @@ void launch_tok(const Launch& L, cudaStream_t stream) {
 }  // namespace
 
 void set_mxfp4_tuning(Mxfp4Tuning t) {
-  if (t.rows_per_thread != 4 && t.rows_per_thread != 8) throw std::invalid_argument("cuda: mxfp4: rows_per_thread must be 4 or 8");
+  if ((t.rows_per_thread != 4 && t.rows_per_thread != 8) && (t.decode != Mxfp4Decode::lookup_async || t.rows_per_thread != 2))
+    throw std::invalid_argument("cuda: mxfp4: rows_per_thread must be 4 or 8 (or 2 for lookup_async)");
   g_tuning = t;
 }
 Mxfp4Tuning mxfp4_tuning() { return g_tuning; }
@@ -265,6 +487,7 @@ const char* mxfp4_decode_name(Mxfp4Decode d) {
   switch (d) {
     case Mxfp4Decode::lookup: return "lookup";
     case Mxfp4Decode::bits: return "bits";
+    case Mxfp4Decode::lookup_async: return "lookup_async";
   }
   return "?";
 }
