@@ -103,7 +103,17 @@ void kda_position(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, 
 
 void kda_forward(const ModelConfig& c, Spine& sp, const KdaWeights& w, KdaLayerState& st, const float* x, int T, float* out,
                  KdaUndo* undo) {
+  KdaLayerState* one[1] = {&st};
+  KdaUndo* undos[1] = {undo};
+  const int lens[1] = {T};
+  kda_forward_rows(c, sp, w, one, lens, undos, x, out);
+}
+
+void kda_forward_rows(const ModelConfig& c, Spine& sp, const KdaWeights& w, std::span<KdaLayerState* const> states,
+                      std::span<const int> lens, std::span<KdaUndo* const> undos, const float* x, float* out) {
   const int NH = c.kda_num_heads, D = c.kda_head_dim, C = NH * D;
+  int T = 0;
+  for (int n : lens) T += n;
   const size_t TC = size_t(T) * C;
 
   std::vector<float> q(TC), k(TC), v(TC), z(TC), f(TC), fa(size_t(T) * D), beta(size_t(T) * NH);
@@ -115,30 +125,36 @@ void kda_forward(const ModelConfig& c, Spine& sp, const KdaWeights& w, KdaLayerS
   sp.matmul(w.f_b, fa.data(), T, f.data());
   sp.matmul(w.b, x, T, beta.data());
 
-  const float* from = st.S.data();
-  if (undo) {
-    // Keep the pre-chunk state: the first position decays it into the other buffer.
-    undo->S.resize(st.S.size());
-    std::swap(undo->S, st.S);
-    from = undo->S.data();
-    undo->conv = st.conv;
-  }
   Scratch s(C, D);
   std::vector<float> y(TC);
-  for (int t = 0; t < T; t++) {
-    const size_t row = size_t(t) * C;
-    kda_position(c, w, st, from, q.data() + row, k.data() + row, v.data() + row, f.data() + row,
-                 beta.data() + size_t(t) * NH, z.data() + row, s, y.data() + row);
-    from = st.S.data();
+  // Each sequence's rows through its own state, in order; t0 is the segment's first row.
+  for (size_t seg = 0, t0 = 0; seg < states.size(); t0 += size_t(lens[seg]), seg++) {
+    KdaLayerState& st = *states[seg];
+    KdaUndo* undo = undos[seg];
+    const float* from = st.S.data();
+    if (undo) {
+      // Keep the pre-chunk state: the first position decays it into the other buffer.
+      undo->S.resize(st.S.size());
+      std::swap(undo->S, st.S);
+      from = undo->S.data();
+      undo->conv = st.conv;
+    }
+    for (size_t t = t0; t < t0 + size_t(lens[seg]); t++) {
+      const size_t row = t * C;
+      kda_position(c, w, st, from, q.data() + row, k.data() + row, v.data() + row, f.data() + row,
+                   beta.data() + t * NH, z.data() + row, s, y.data() + row);
+      from = st.S.data();
+    }
+    if (undo) {
+      const size_t r0 = t0 * C, r1 = (t0 + size_t(lens[seg])) * C;
+      undo->q.assign(q.begin() + ptrdiff_t(r0), q.begin() + ptrdiff_t(r1));
+      undo->k.assign(k.begin() + ptrdiff_t(r0), k.begin() + ptrdiff_t(r1));
+      undo->v.assign(v.begin() + ptrdiff_t(r0), v.begin() + ptrdiff_t(r1));
+      undo->f.assign(f.begin() + ptrdiff_t(r0), f.begin() + ptrdiff_t(r1));
+      undo->beta.assign(beta.begin() + ptrdiff_t(t0 * NH), beta.begin() + ptrdiff_t((t0 + size_t(lens[seg])) * NH));
+    }
   }
   sp.matmul(w.o, y.data(), T, out);
-  if (undo) {
-    undo->q = std::move(q);
-    undo->k = std::move(k);
-    undo->v = std::move(v);
-    undo->f = std::move(f);
-    undo->beta = std::move(beta);
-  }
 }
 
 void kda_rollback(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, KdaUndo& undo, int keep) {

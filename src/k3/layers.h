@@ -22,11 +22,20 @@ void attn_res(std::span<const float* const> sources, const float* u, int T, int 
 // With `undo`, records what kda_rollback needs (state.h: KdaUndo).
 void kda_forward(const ModelConfig& c, Spine& sp, const KdaWeights& w, KdaLayerState& st, const float* x, int T, float* out,
                  KdaUndo* undo = nullptr);
+// Rows of several sequences in one call: segment i is lens[i] consecutive rows
+// advancing *states[i] (undos[i] may be null). Projections run over all rows
+// at once; each row's output is bitwise what a call for its sequence alone gives.
+void kda_forward_rows(const ModelConfig& c, Spine& sp, const KdaWeights& w, std::span<KdaLayerState* const> states,
+                      std::span<const int> lens, std::span<KdaUndo* const> undos, const float* x, float* out);
 // Cuts the chunk recorded in `undo` back to its first `keep` positions (bitwise a chunk of `keep`).
 void kda_rollback(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, KdaUndo& undo, int keep);
 
 // Gated NoPE MLA (spec §3.4), absorbed form: appends T positions to the cache.
 void mla_forward(const ModelConfig& c, Spine& sp, const MlaWeights& w, MlaLayerCache& cache, const float* x, int T, float* out);
+
+// Rows of several sequences, each against its own cache (as kda_forward_rows).
+void mla_forward_rows(const ModelConfig& c, Spine& sp, const MlaWeights& w, std::span<MlaLayerCache* const> caches,
+                      std::span<const int> lens, const float* x, float* out);
 
 // Dense SiTU FFN (spec §3.5).
 void dense_forward(const ModelConfig& c, Spine& sp, const DenseWeights& w, const float* y, int T, float* out);

@@ -24,6 +24,15 @@ inline float bf16_at(const uint16_t* p) {
 }
 
 void mla_forward(const ModelConfig& c, Spine& sp, const MlaWeights& w, MlaLayerCache& cache, const float* x, int T, float* out) {
+  MlaLayerCache* one[1] = {&cache};
+  const int lens[1] = {T};
+  mla_forward_rows(c, sp, w, one, lens, x, out);
+}
+
+void mla_forward_rows(const ModelConfig& c, Spine& sp, const MlaWeights& w, std::span<MlaLayerCache* const> caches,
+                      std::span<const int> lens, const float* x, float* out) {
+  int T = 0;
+  for (int n : lens) T += n;
   const int NH = c.num_attention_heads, NOPE = c.qk_nope_head_dim, ROPE = c.qk_rope_head_dim;
   const int QH = NOPE + ROPE, VD = c.v_head_dim, KVL = c.kv_lora_rank, QL = c.q_lora_rank;
   const int KVW = KVL + ROPE;  // cache row width
@@ -40,52 +49,58 @@ void mla_forward(const ModelConfig& c, Spine& sp, const MlaWeights& w, MlaLayerC
   sp.matmul(w.kv_a, x, T, ckv.data());
   sp.matmul(w.g, x, T, gate.data());
 
-  // Append this chunk to the cache: c' = RMSNorm(c), k_pe raw.
-  const int64_t base = cache.len;
-  cache.kv.resize(size_t(base + T) * KVW);
-  for (int t = 0; t < T; t++) {
-    float* dst = cache.kv.data() + size_t(base + t) * KVW;
-    const float* src = ckv.data() + size_t(t) * KVW;
-    ref::rmsnorm(src, w.kv_a_norm.data(), KVL, c.mla_latent_norm_eps, dst);
-    for (int i = 0; i < ROPE; i++) dst[KVL + i] = src[KVL + i];
-  }
-  cache.len = base + T;
-
   const uint16_t* kv_b = sp.whole(w.kv_b);
-  std::vector<float> att(size_t(T) * NH * VD), qhat(static_cast<size_t>(KVL)), chat(static_cast<size_t>(KVL)),
-      score(static_cast<size_t>(cache.len));
-  for (int t = 0; t < T; t++) {
-    const int64_t n = base + t + 1;  // causal: positions 0..base+t
-    for (int h = 0; h < NH; h++) {
-      const float* qh = q.data() + (size_t(t) * NH + h) * QH;
-      const uint16_t* Kh = kv_b + size_t(h) * KVB * KVL;        // [NOPE][KVL]
-      const uint16_t* Uh = Kh + size_t(NOPE) * KVL;                 // [VD][KVL]
-      for (int j = 0; j < KVL; j++) qhat[j] = 0.0f;
-      for (int i = 0; i < NOPE; i++) {
-        const float qi = qh[i];
-        const uint16_t* row = Kh + size_t(i) * KVL;
-        for (int j = 0; j < KVL; j++) qhat[j] += bf16_at(row + j) * qi;
+  std::vector<float> att(size_t(T) * NH * VD), qhat(static_cast<size_t>(KVL)), chat(static_cast<size_t>(KVL)), score;
+  // Each sequence's rows against its own cache; row0 is the segment's first row.
+  for (size_t seg = 0, row0 = 0; seg < caches.size(); row0 += size_t(lens[seg]), seg++) {
+    MlaLayerCache& cache = *caches[seg];
+    const int Ts = lens[seg];
+    // Append this chunk to the cache: c' = RMSNorm(c), k_pe raw.
+    const int64_t base = cache.len;
+    cache.kv.resize(size_t(base + Ts) * KVW);
+    for (int t = 0; t < Ts; t++) {
+      float* dst = cache.kv.data() + size_t(base + t) * KVW;
+      const float* src = ckv.data() + (row0 + size_t(t)) * KVW;
+      ref::rmsnorm(src, w.kv_a_norm.data(), KVL, c.mla_latent_norm_eps, dst);
+      for (int i = 0; i < ROPE; i++) dst[KVL + i] = src[KVL + i];
+    }
+    cache.len = base + Ts;
+    score.resize(size_t(cache.len));
+    for (int ts = 0; ts < Ts; ts++) {
+      const int64_t n = base + ts + 1;  // causal: positions 0..base+ts
+      const size_t t = row0 + size_t(ts);
+      for (int h = 0; h < NH; h++) {
+        const float* qh = q.data() + (size_t(t) * NH + h) * QH;
+        const uint16_t* Kh = kv_b + size_t(h) * KVB * KVL;        // [NOPE][KVL]
+        const uint16_t* Uh = Kh + size_t(NOPE) * KVL;                 // [VD][KVL]
+        for (int j = 0; j < KVL; j++) qhat[j] = 0.0f;
+        for (int i = 0; i < NOPE; i++) {
+          const float qi = qh[i];
+          const uint16_t* row = Kh + size_t(i) * KVL;
+          for (int j = 0; j < KVL; j++) qhat[j] += bf16_at(row + j) * qi;
+        }
+        for (int64_t tau = 0; tau < n; tau++) {
+          const float* kv = cache.kv.data() + size_t(tau) * KVW;
+          float s = 0.0f;
+          for (int j = 0; j < KVL; j++) s += qhat[j] * kv[j];
+          for (int i = 0; i < ROPE; i++) s += qh[NOPE + i] * kv[KVL + i];
+          score[size_t(tau)] = s * scale;
+        }
+        ref::softmax(score.data(), int(n));
+        for (int j = 0; j < KVL; j++) chat[j] = 0.0f;
+        for (int64_t tau = 0; tau < n; tau++) {
+          const float p = score[size_t(tau)];
+          const float* kv = cache.kv.data() + size_t(tau) * KVW;
+          for (int j = 0; j < KVL; j++) chat[j] += p * kv[j];
+        }
+        float* a = att.data() + (size_t(t) * NH + h) * VD;
+        fast::matvec_bf16(Uh, VD, KVL, chat.data(), a);
+        const float* g = gate.data() + (size_t(t) * NH + h) * VD;
+        for (int j = 0; j < VD; j++) a[j] *= ref::sigmoid(g[j]);
       }
-      for (int64_t tau = 0; tau < n; tau++) {
-        const float* kv = cache.kv.data() + size_t(tau) * KVW;
-        float s = 0.0f;
-        for (int j = 0; j < KVL; j++) s += qhat[j] * kv[j];
-        for (int i = 0; i < ROPE; i++) s += qh[NOPE + i] * kv[KVL + i];
-        score[size_t(tau)] = s * scale;
-      }
-      ref::softmax(score.data(), int(n));
-      for (int j = 0; j < KVL; j++) chat[j] = 0.0f;
-      for (int64_t tau = 0; tau < n; tau++) {
-        const float p = score[size_t(tau)];
-        const float* kv = cache.kv.data() + size_t(tau) * KVW;
-        for (int j = 0; j < KVL; j++) chat[j] += p * kv[j];
-      }
-      float* a = att.data() + (size_t(t) * NH + h) * VD;
-      fast::matvec_bf16(Uh, VD, KVL, chat.data(), a);
-      const float* g = gate.data() + (size_t(t) * NH + h) * VD;
-      for (int j = 0; j < VD; j++) a[j] *= ref::sigmoid(g[j]);
     }
   }
+
   sp.matmul(w.o, att.data(), T, out);
 }
 

@@ -252,18 +252,34 @@ void score_guess(Model& m, int l, const std::vector<int>& chosen, int T) {
 
 void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits which, std::vector<float>* logits,
              ForwardTrace* trace, ChunkUndo* undo) {
+  const SequenceRows one[1] = {{&st, tokens, undo}};
+  forward_rows(m, one, which, logits, trace);
+}
+
+void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
+                  ForwardTrace* trace) {
   const ModelConfig& c = m.config();
-  const int T = int(tokens.size()), H = c.hidden_size, V = c.vocab_size;
-  if (T == 0) fail("forward", "no tokens");
+  const int H = c.hidden_size, V = c.vocab_size;
+  std::vector<int> tokens, lens;
+  for (const SequenceRows& q : seqs) {
+    if (q.tokens.empty()) fail("forward", "no tokens");
+    tokens.insert(tokens.end(), q.tokens.begin(), q.tokens.end());
+    lens.push_back(int(q.tokens.size()));
+  }
+  const int T = int(tokens.size());
   for (int tok : tokens)
     if (tok < 0 || tok >= V) fail("forward", "token id " + std::to_string(tok) + " is outside the vocabulary");
   const size_t TH = size_t(T) * H;
   m.spine->begin_pass(which != Logits::None && logits);
-  if (undo) {
-    undo->pos0 = st.pos;
-    undo->T = T;
-    undo->kda.resize(size_t(c.num_hidden_layers));
-  }
+  for (const SequenceRows& q : seqs)
+    if (q.undo) {
+      q.undo->pos0 = q.state->pos;
+      q.undo->T = int(q.tokens.size());
+      q.undo->kda.resize(size_t(c.num_hidden_layers));
+    }
+  std::vector<KdaLayerState*> kda_states(seqs.size());
+  std::vector<KdaUndo*> kda_undos(seqs.size());
+  std::vector<MlaLayerCache*> mla_caches(seqs.size());
 
   // P starts as the embedding rows, read from disk.
   std::vector<float> P(TH);
@@ -276,12 +292,12 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
   std::vector<std::vector<float>> blocks;  // B: sealed blocks, each [T][H]
   std::vector<float> mixed(TH), normed(TH), sub(TH);
   std::vector<const float*> sources;
-  // AttnRes over B ++ [P] for rows first..T-1 (written from out[0]).
-  auto mix = [&](const std::vector<float>& u, float* out, int first = 0) {
+  // AttnRes over B ++ [P] for rows first..first+count-1 (all from first by default), written from out[0].
+  auto mix = [&](const std::vector<float>& u, float* out, int first = 0, int count = -1) {
     sources.clear();
     for (const auto& b : blocks) sources.push_back(b.data() + size_t(first) * H);
     sources.push_back(P.data() + size_t(first) * H);
-    attn_res(sources, u.data(), T - first, H, c.rms_norm_eps, out);
+    attn_res(sources, u.data(), count < 0 ? T - first : count, H, c.rms_norm_eps, out);
   };
   if (trace) {
     trace->hidden.assign(size_t(c.num_hidden_layers) * TH, 0.0f);
@@ -295,10 +311,16 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
     else mix(w.u_attn, mixed.data());
     const bool seal = l % c.attn_res_block_size == 0;
     rmsnorm_rows(mixed.data(), w.input_norm, T, H, c.rms_norm_eps, normed.data());
-    if (c.is_kda_layer(l))
-      kda_forward(c, *m.spine, w.kda, st.kda[size_t(l)], normed.data(), T, sub.data(),
-                  undo ? &undo->kda[size_t(l)] : nullptr);
-    else mla_forward(c, *m.spine, w.mla, st.mla[size_t(l)], normed.data(), T, sub.data());
+    if (c.is_kda_layer(l)) {
+      for (size_t i = 0; i < seqs.size(); i++) {
+        kda_states[i] = &seqs[i].state->kda[size_t(l)];
+        kda_undos[i] = seqs[i].undo ? &seqs[i].undo->kda[size_t(l)] : nullptr;
+      }
+      kda_forward_rows(c, *m.spine, w.kda, kda_states, lens, kda_undos, normed.data(), sub.data());
+    } else {
+      for (size_t i = 0; i < seqs.size(); i++) mla_caches[i] = &seqs[i].state->mla[size_t(l)];
+      mla_forward_rows(c, *m.spine, w.mla, mla_caches, lens, normed.data(), sub.data());
+    }
     if (seal) {
       blocks.push_back(P);
       P = sub;
@@ -321,12 +343,21 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
     for (size_t i = 0; i < TH; i++) P[i] += sub[i];
     if (trace) std::copy(P.begin(), P.end(), trace->hidden.begin() + ptrdiff_t(size_t(l) * TH));
   }
-  st.pos += T;
+  for (const SequenceRows& q : seqs) q.state->pos += int64_t(q.tokens.size());
 
   if (which == Logits::None || !logits) return;
-  const int first = which == Logits::All ? 0 : T - 1;
-  const int n = T - first;
-  mix(m.globals.u_out, mixed.data(), first);  // only the rows whose logits are wanted
+  // Only the rows whose logits are wanted: all, or each sequence's last.
+  int n = T;
+  if (which == Logits::All) {
+    mix(m.globals.u_out, mixed.data());
+  } else {
+    n = int(seqs.size());
+    int end = 0;
+    for (int i = 0; i < n; i++) {
+      end += lens[size_t(i)];
+      mix(m.globals.u_out, mixed.data() + size_t(i) * H, end - 1, 1);
+    }
+  }
   rmsnorm_rows(mixed.data(), m.globals.final_norm, n, H, c.rms_norm_eps, normed.data());
   logits->resize(size_t(n) * V);
   m.spine->matmul(m.spine->head(), normed.data(), n, logits->data());

@@ -144,6 +144,19 @@ enum class Logits { None, Last, All };
 void forward(Model& m, SequenceState& state, std::span<const int> tokens, Logits which,
              std::vector<float>* logits, ForwardTrace* trace = nullptr, ChunkUndo* undo = nullptr);
 
+// One pass over rows of several sequences: each SequenceRows advances its own
+// state by its tokens (its attention sees only its own state), while every
+// matrix, the spine and each distinct routed expert, is read once for all rows.
+// Each row's logits are bitwise what forwarding its sequence alone gives.
+// logits: All: [all rows][V] in order; Last: [sequences][V], each one's last row.
+struct SequenceRows {
+  SequenceState* state = nullptr;
+  std::span<const int> tokens;
+  ChunkUndo* undo = nullptr;  // as forward()'s
+};
+void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
+                  ForwardTrace* trace = nullptr);
+
 // Cuts the last chunk forwarded with `undo` back to its first `keep` tokens:
 // the state is then bitwise what forwarding only those tokens leaves. Reads no
 // weight matrix; costs `keep` positions of the KDA recurrence per KDA layer.
