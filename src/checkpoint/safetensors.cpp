@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "base/read_exact.h"
+#include "base/file_io.h"
 
 namespace sluice {
 

@@ -53,11 +53,11 @@ class Replayer {
     const ModelConfig& c = m.config();
     if (c.num_experts == 0) return;
     // An untimed read of one layer's worth of experts grows the pool to what a replay uses.
-    const std::vector<ExpertSpan>& layer = m.ck.experts.at(size_t(c.first_k_dense_replace));
+    const std::vector<FileSpan>& layer = m.ck.experts.at(size_t(c.first_k_dense_replace));
     size_t i = 0;
-    read_spans(reader_, c.expert_span_bytes(), [&](StreamSpan* s) {
+    read_spans(reader_, c.expert_span_bytes(), [&](FileSpan* s) {
       if (i == layer.size() || i == size_t(c.num_experts_per_token)) return false;
-      *s = {layer[i].shard, layer[i].offset, layer[i].length};
+      *s = layer[i];
       i++;
       return true;
     }, &pool_);
@@ -72,7 +72,7 @@ class Replayer {
     m_.spine->read_pass(true, [&](int unit) {
       if (unit % 2 == 0 || unit / 2 >= m_.config().num_hidden_layers) return;
       size_t i = 0;
-      read_spans(reader_, longest, [&](StreamSpan* s) {
+      read_spans(reader_, longest, [&](FileSpan* s) {
         while (i < experts.size() && experts[i].layer != unit / 2) i++;
         if (i == experts.size()) return false;
         *s = experts[i++].span;
