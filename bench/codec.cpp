@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "base/numeric.h"
-#include "base/read_exact.h"
+#include "base/file_io.h"
 #include "checkpoint/checkpoint.h"
 #include "kernels/bf16_codec.h"
 

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "base/read_exact.h"
+#include "base/file_io.h"
 
 namespace sluice {
 

@@ -170,14 +170,14 @@ Checkpoint open_checkpoint(const std::string& dir) {
     ck.experts[l].resize(size_t(c.num_experts));
     for (int e = 0; e < c.num_experts; e++) {
       std::string base = "model.layers." + std::to_string(l) + ".block_sparse_moe.experts." + std::to_string(e) + ".";
-      ExpertSpan span;
+      FileSpan span;
       for (const Part& p : parts) {
         const TensorInfo& t = ck.tensor(base + p.suffix, DType::U8, p.shape);
-        if (span.shard < 0) {
-          span.shard = t.shard;
+        if (span.file < 0) {
+          span.file = t.shard;
           span.offset = t.offset;
         }
-        if (t.shard != span.shard || t.offset != span.offset + p.rel)
+        if (t.shard != span.file || t.offset != span.offset + p.rel)
           fail(ck.shard_paths[size_t(t.shard)],
                "expert " + std::to_string(e) + " of layer " + std::to_string(l) +
                    " is not contiguous: '" + t.name + "' is not where the expert layout puts it "

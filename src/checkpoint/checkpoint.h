@@ -18,12 +18,6 @@
 
 namespace sluice {
 
-struct ExpertSpan {
-  int shard = -1;
-  uint64_t offset = 0;  // absolute offset of w1.weight_packed in the shard file
-  uint64_t length = 0;  // = ModelConfig::expert_span_bytes()
-};
-
 // Offsets of the six parts inside one expert span (relative to the span start).
 struct ExpertLayout {
   uint64_t w1_packed = 0, w1_scale = 0, w2_packed = 0, w2_scale = 0, w3_packed = 0,
@@ -37,7 +31,7 @@ struct Checkpoint {
   std::vector<std::string> shard_paths;  // absolute or dir-relative paths, index order
   std::vector<uint64_t> shard_sizes;
   std::unordered_map<std::string, TensorInfo> tensors;  // key: name without "language_model."
-  std::vector<std::vector<ExpertSpan>> experts;          // [layer][expert]; empty for dense layers
+  std::vector<std::vector<FileSpan>> experts;          // [layer][expert]; empty for dense layers
 
   // The tensor called `name` (prefix-free); throws naming the checkpoint if absent.
   const TensorInfo& tensor(const std::string& name) const;

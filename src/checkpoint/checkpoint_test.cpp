@@ -100,12 +100,12 @@ TEST(Checkpoint, OpensFixtureAndIndexesExperts) {
   for (int l = 1; l < 10; l++) {
     ASSERT_EQ(ck.experts[size_t(l)].size(), 32u);
     for (int e = 0; e < 32; e++) {
-      const ExpertSpan& s = ck.experts[size_t(l)][size_t(e)];
+      const FileSpan& s = ck.experts[size_t(l)][size_t(e)];
       EXPECT_EQ(s.length, span);
       const TensorInfo& w1 = ck.tensor("model.layers." + std::to_string(l) + ".block_sparse_moe.experts." +
                                        std::to_string(e) + ".w1.weight_packed");
       EXPECT_EQ(s.offset, w1.offset);
-      EXPECT_EQ(s.shard, w1.shard);
+      EXPECT_EQ(s.file, w1.shard);
     }
   }
   // Shuffled order on disk: expert 2 does not follow expert 1.

@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/file_io.h"
 #include "base/json_parse.h"
 #include "base/read_file.h"
-#include "base/read_exact.h"
 
 namespace sluice {
 

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/file_span.h"
+
 namespace sluice {
 
 enum class DType { BF16, F16, F32, F64, U8, I8, I16, I32, I64, BOOL };
@@ -29,6 +31,7 @@ struct TensorInfo {
   uint64_t nbytes = 0;
 
   int64_t numel() const;
+  FileSpan span() const { return {shard, offset, nbytes}; }
 };
 
 struct ShardHeader {

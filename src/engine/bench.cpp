@@ -57,11 +57,11 @@ class Replayer {
     int first_moe = 0;
     while (first_moe < c.num_hidden_layers && !c.is_moe_layer(first_moe)) first_moe++;
     if (c.num_experts == 0 || size_t(first_moe) >= m.ck.experts.size()) return;
-    const std::vector<ExpertSpan>& layer = m.ck.experts[size_t(first_moe)];
+    const std::vector<FileSpan>& layer = m.ck.experts[size_t(first_moe)];
     size_t i = 0;
-    read_spans(reader_, c.expert_span_bytes(), [&](StreamSpan* s) {
+    read_spans(reader_, c.expert_span_bytes(), [&](FileSpan* s) {
       if (i == layer.size() || i == size_t(c.num_experts_per_token)) return false;
-      *s = {layer[i].shard, layer[i].offset, layer[i].length};
+      *s = layer[i];
       i++;
       return true;
     }, &pool_);
@@ -76,7 +76,7 @@ class Replayer {
     m_.spine->read_pass(true, [&](int unit) {
       if (unit % 2 == 0 || unit / 2 >= m_.config().num_hidden_layers) return;
       size_t i = 0;
-      read_spans(reader_, longest, [&](StreamSpan* s) {
+      read_spans(reader_, longest, [&](FileSpan* s) {
         while (i < experts.size() && experts[i].layer != unit / 2) i++;
         if (i == experts.size()) return false;
         *s = experts[i++].span;

@@ -15,6 +15,7 @@
 
 #include "hub/hf_env.h"
 #include "base/error.h"
+#include "base/file_io.h"
 #include "hub/http_client.h"
 #include "hub/span_cache.h"
 
@@ -176,17 +177,11 @@ class HttpExperts : public ExpertSource {
   }
 
   std::unique_ptr<uint8_t[]> load(HttpClient& http, HttpClient& direct, int layer, int expert) {
-    const ExpertSpan& span = ck_.experts[size_t(layer)][size_t(expert)];
+    const FileSpan& span = ck_.experts[size_t(layer)][size_t(expert)];
     std::unique_ptr<uint8_t[]> buf(new uint8_t[span.length]);
-    const size_t s = size_t(span.shard);
+    const size_t s = size_t(span.file);
     if (local_fds_[s] >= 0) {
-      uint64_t got = 0;
-      while (got < span.length) {
-        ssize_t r = ::pread(local_fds_[s], buf.get() + got, span.length - got, off_t(span.offset + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) fail(ck_.shard_paths[s], r == 0 ? "truncated" : std::string("read error: ") + std::strerror(errno));
-        got += uint64_t(r);
-      }
+      read_exact(local_fds_[s], buf.get(), span.length, span.offset, ck_.shard_paths[s]);
       local_reads_++;
       return buf;
     }

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/file_io.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors_writer.h"
 #include "hub/setup_manifest.h"
@@ -57,14 +58,6 @@ std::string parent_of(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-void fsync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
 // An open file descriptor, closed on scope exit.
 struct Fd {
   int fd = -1;
@@ -75,16 +68,6 @@ struct Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
 };
-
-void pwrite_all(int fd, const std::string& path, const uint8_t* p, size_t n, uint64_t pos) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t w = ::pwrite(fd, p + done, n - done, off_t(pos + done));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) fail(path, "write failed: " + errno_text(w < 0 ? errno : ENOSPC));
-    done += size_t(w);
-  }
-}
 
 void sync_or_fail(int fd, const std::string& path) {
   if (::fsync(fd) != 0) fail(path, "fsync failed: " + errno_text(errno));
@@ -167,16 +150,10 @@ std::string git_blob_prefix(uint64_t size) {
 
 // Hashes bytes [0, n) of fd with both hashers.
 void hash_prefix(int fd, const std::string& path, uint64_t n, Hasher& a, Hasher& b) {
-  std::vector<uint8_t> buf(std::min<uint64_t>(n, 4u << 20));
-  uint64_t done = 0;
-  while (done < n) {
-    ssize_t r = ::pread(fd, buf.data(), size_t(std::min<uint64_t>(buf.size(), n - done)), off_t(done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) fail(path, r == 0 ? "shorter than expected" : "read error: " + errno_text(errno));
-    a.update(buf.data(), size_t(r));
-    b.update(buf.data(), size_t(r));
-    done += uint64_t(r);
-  }
+  read_range(fd, 0, n, path, [&](const uint8_t* p, size_t len) {
+    a.update(p, len);
+    b.update(p, len);
+  });
 }
 
 // A file in DEST with the right size but no manifest entry (setup was killed
@@ -232,7 +209,7 @@ void fetch_full(Setup& s, HttpClient& http, const HubFile& f) {
   http.download(
       s.url(f.name), have, f.size,
       [&](uint64_t pos, const uint8_t* data, size_t n) {
-        pwrite_all(fd.fd, part, data, n, pos);
+        write_exact(fd.fd, data, n, pos, part);
         sha.update(data, n);
         blob.update(data, n);
         written = pos + n;
@@ -324,7 +301,7 @@ void fetch_stream(Setup& s, HttpClient& http, Item& it) {
     }
   }
   if (runs_done == 0 && ::ftruncate(fd.fd, 0) != 0) fail(part, "cannot truncate: " + errno_text(errno));
-  pwrite_all(fd.fd, part, reinterpret_cast<const uint8_t*>(it.header_bytes.data()), it.header_bytes.size(), 0);
+  write_exact(fd.fd, reinterpret_cast<const uint8_t*>(it.header_bytes.data()), it.header_bytes.size(), 0, part);
   if (::ftruncate(fd.fd, off_t(f.size)) != 0) fail(part, "cannot extend to the shard size: " + errno_text(errno));
 
   Hasher h;
@@ -337,7 +314,7 @@ void fetch_stream(Setup& s, HttpClient& http, Item& it) {
   const std::string url = s.url(f.name);
   for (size_t r = runs_done; r < it.runs.size(); r++) {
     http.get_range(url, it.runs[r].offset, it.runs[r].length, f.size, [&](uint64_t pos, const uint8_t* d, size_t n) {
-      pwrite_all(fd.fd, part, d, n, pos);
+      write_exact(fd.fd, d, n, pos, part);
       h.update(d, n);
       s.done_bytes += n;
       s.fetched_bytes += n;

@@ -20,7 +20,7 @@ TEST(HttpSetup, RoutedExpertTensorNames) {
 
 // The spine runs of every fixture shard cover every non-expert tensor and no
 // byte of any expert span; together with the experts they cover the tensors.
-TEST(HttpSetup, SpineRunsAvoidEveryExpertSpan) {
+TEST(HttpSetup, SpineRunsAvoidEveryFileSpan) {
   Checkpoint ck = open_checkpoint(kModel);
   for (size_t s = 0; s < ck.shard_paths.size(); s++) {
     ShardHeader h = read_safetensors_header(ck.shard_paths[s]);
@@ -48,8 +48,8 @@ TEST(HttpSetup, SpineRunsAvoidEveryExpertSpan) {
       }
     }
     for (const auto& layer : ck.experts)
-      for (const ExpertSpan& e : layer)
-        if (e.shard == int(s)) {
+      for (const FileSpan& e : layer)
+        if (e.file == int(s)) {
           EXPECT_FALSE(touches_runs(e.offset, e.offset + e.length));
         }
     uint64_t run_bytes = 0;

@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 
 #include "base/error.h"
+#include "base/file_io.h"
 
 namespace sluice {
 
@@ -62,18 +63,7 @@ std::string sha256_hex(const void* data, size_t n) {
 }
 
 void hash_file_range(int fd, const std::string& path, uint64_t offset, uint64_t length, Hasher& h) {
-  std::vector<uint8_t> buf(std::min<uint64_t>(length, 4u << 20));
-  uint64_t done = 0;
-  while (done < length) {
-    size_t want = size_t(std::min<uint64_t>(buf.size(), length - done));
-    ssize_t r = ::pread(fd, buf.data(), want, off_t(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) fail(path, std::string("read error: ") + std::strerror(errno));
-    if (r == 0) fail(path, "file ends at " + std::to_string(offset + done) + ", expected " +
-                               std::to_string(offset + length) + " bytes");
-    h.update(buf.data(), size_t(r));
-    done += uint64_t(r);
-  }
+  read_range(fd, offset, length, path, [&](const uint8_t* p, size_t n) { h.update(p, n); });
 }
 
 std::string sha256_file(const std::string& path, uint64_t limit) {

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/file_io.h"
 #include "hub/sha256.h"
 
 namespace sluice {
@@ -43,28 +44,6 @@ long temp_owner(const std::string& name) {
 }
 
 bool process_alive(long pid) { return ::kill(pid_t(pid), 0) == 0 || errno == EPERM; }
-
-bool read_all(int fd, uint8_t* dst, uint64_t n) {
-  uint64_t got = 0;
-  while (got < n) {
-    ssize_t r = ::pread(fd, dst + got, n - got, off_t(got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    got += uint64_t(r);
-  }
-  return true;
-}
-
-bool write_all(int fd, const uint8_t* p, uint64_t n) {
-  uint64_t done = 0;
-  while (done < n) {
-    ssize_t w = ::write(fd, p + done, n - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    done += uint64_t(w);
-  }
-  return true;
-}
 
 struct DirFile {
   std::string name;
@@ -162,7 +141,7 @@ bool SpanCache::read(int layer, int expert, uint64_t length, uint8_t* dst) {
     gone = true;
   } else {
     struct stat st;
-    good = ::fstat(fd, &st) == 0 && uint64_t(st.st_size) == length && read_all(fd, dst, length) &&
+    good = ::fstat(fd, &st) == 0 && uint64_t(st.st_size) == length && pread_full(fd, dst, length, 0) &&
            sha256_hex(dst, length) == sha;
     if (good) ::futimens(fd, nullptr);  // recency for the next process
     ::close(fd);
@@ -198,7 +177,7 @@ void SpanCache::store(int layer, int expert, const uint8_t* data, uint64_t lengt
     }
   }
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  bool ok = fd >= 0 && write_all(fd, data, length);
+  bool ok = fd >= 0 && pwrite_full(fd, data, length, 0);
   if (fd >= 0 && ::close(fd) != 0) ok = false;
   if (ok) ok = ::rename(tmp.c_str(), path.c_str()) == 0;
   std::lock_guard<std::mutex> lock(mu_);

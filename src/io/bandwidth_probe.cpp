@@ -49,7 +49,7 @@ ProbeResult measure_read_ceiling(const std::vector<std::string>& files, const Pr
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   uint64_t submitted = 0;
-  return read_spans(reader, span, [&](StreamSpan* out) {
+  return read_spans(reader, span, [&](FileSpan* out) {
     if (submitted >= opt.budget_bytes || std::chrono::duration<double>(clock::now() - t0).count() >= opt.max_seconds)
       return false;
     random_span(&out->file, &out->offset);
@@ -59,7 +59,7 @@ ProbeResult measure_read_ceiling(const std::vector<std::string>& files, const Pr
   });
 }
 
-ProbeResult read_spans(SpanReader& reader, uint64_t max_length, const std::function<bool(StreamSpan*)>& next,
+ProbeResult read_spans(SpanReader& reader, uint64_t max_length, const std::function<bool(FileSpan*)>& next,
                        std::vector<AlignedBuffer>* pool) {
   // Enough spans outstanding to keep every op slot of the reader busy.
   const SpanReaderOptions& ro = reader.options();
@@ -75,7 +75,7 @@ ProbeResult read_spans(SpanReader& reader, uint64_t max_length, const std::funct
   const uint64_t read_before = reader.stats().bytes_read;
   ProbeResult res;
   auto submit_into = [&](size_t b) {
-    StreamSpan s;
+    FileSpan s;
     if (!next(&s)) return false;
     if (s.length > max_length) fail(reader.path(s.file), "span longer than the probe's buffers");
     buffer_of[reader.submit(s.file, s.offset, s.length, buffers[b].bytes())] = b;

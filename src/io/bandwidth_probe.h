@@ -46,7 +46,7 @@ ProbeResult measure_read_ceiling(const std::vector<std::string>& files, const Pr
 // busy, each reused as soon as its span has landed. The data is thrown away.
 // `pool`, when given, supplies the buffers (grown to need and kept for the next
 // call, so a timed call faults in no fresh pages).
-ProbeResult read_spans(SpanReader& reader, uint64_t max_length, const std::function<bool(StreamSpan*)>& next,
+ProbeResult read_spans(SpanReader& reader, uint64_t max_length, const std::function<bool(FileSpan*)>& next,
                        std::vector<AlignedBuffer>* pool = nullptr);
 
 // Writes a file of `bytes` pseudo-random bytes for probing, with O_DIRECT where

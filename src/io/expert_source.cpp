@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "base/read_exact.h"
+#include "base/file_io.h"
 
 namespace sluice {
 
@@ -33,9 +33,9 @@ class PreadExperts : public ExpertSource {
   void fetch(int layer, std::span<const int> experts,
              const std::function<void(size_t, const uint8_t*)>& use) override {
     for (size_t i = 0; i < experts.size(); i++) {
-      const ExpertSpan& s = ck_.experts.at(size_t(layer)).at(size_t(experts[i]));
+      const FileSpan& s = ck_.experts.at(size_t(layer)).at(size_t(experts[i]));
       buf_.resize(s.length);
-      read_exact(fds_[size_t(s.shard)], buf_.data(), s.length, s.offset, ck_.shard_paths[size_t(s.shard)]);
+      read_exact(fds_[size_t(s.file)], buf_.data(), s.length, s.offset, ck_.shard_paths[size_t(s.file)]);
       use(i, buf_.data());
     }
   }
@@ -122,20 +122,20 @@ class DirectExperts : public ExpertSource {
     auto submit_more = [&] {
       while (!to_read.empty()) {
         const size_t i = to_read.front();
-        const ExpertSpan& s = ck_.experts[size_t(layer)][size_t(experts[i])];
+        const FileSpan& s = ck_.experts[size_t(layer)][size_t(experts[i])];
         int slot = cache_.insert(layer, experts[i]);  // pinned when >= 0
         if (slot < 0 && free_bypass_.empty() && bypass_.size() >= max_bypass_) break;
         to_read.pop_front();
         uint64_t t;
         if (slot >= 0) {
-          t = reader_.submit(s.shard, s.offset, s.length, cache_.slot_buffer(slot));
+          t = reader_.submit(s.file, s.offset, s.length, cache_.slot_buffer(slot));
           slot_ticket_[slot] = t;
         } else {
           const int b = take_bypass_buffer();
-          t = reader_.submit(s.shard, s.offset, s.length, bypass_[size_t(b)].bytes());
+          t = reader_.submit(s.file, s.offset, s.length, bypass_[size_t(b)].bytes());
           slot = -2 - b;  // a bypass buffer, not a cache slot
         }
-        if (log_) log_->push_back({layer, {s.shard, s.offset, s.length}});
+        if (log_) log_->push_back({layer, s});
         waiting_[t] = {i, slot, true};
         outstanding++;
       }
@@ -236,9 +236,9 @@ class DirectExperts : public ExpertSource {
       if (cache_.find(layer, e) >= 0) return;
       int slot = cache_.insert(layer, e);
       if (slot < 0) return;  // no room: a guess never displaces pinned work
-      const ExpertSpan& s = ck_.experts[size_t(layer)][size_t(e)];
-      uint64_t t = reader_.submit(s.shard, s.offset, s.length, cache_.slot_buffer(slot));
-      if (log_) log_->push_back({layer - 1, {s.shard, s.offset, s.length}});  // issued by the fetch of layer - 1
+      const FileSpan& s = ck_.experts[size_t(layer)][size_t(e)];
+      uint64_t t = reader_.submit(s.file, s.offset, s.length, cache_.slot_buffer(slot));
+      if (log_) log_->push_back({layer - 1, s});  // issued by the fetch of layer - 1
       slot_ticket_[slot] = t;
       waiting_[t] = {0, slot, false};
       stats_.prefetched++;

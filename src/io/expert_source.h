@@ -32,7 +32,7 @@ struct ExpertStats {
 // own reads, or its prefetches for the next layer).
 struct ExpertRead {
   int layer = 0;
-  StreamSpan span;
+  FileSpan span;
 };
 
 class ExpertSource {

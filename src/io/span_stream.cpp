@@ -25,7 +25,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 uint64_t SpanStream::region_bytes(const StreamItem& item) {
   uint64_t n = 0;
-  for (const StreamSpan& s : item.spans) n += SpanReader::direct_capacity(s.length);
+  for (const FileSpan& s : item.spans) n += SpanReader::direct_capacity(s.length);
   return n;
 }
 
@@ -33,7 +33,7 @@ uint64_t SpanStream::min_ring_bytes(const std::vector<StreamItem>& items) {
   uint64_t item = 0, span = 0;
   for (const StreamItem& it : items) {
     item = std::max(item, region_bytes(it));
-    for (const StreamSpan& s : it.spans) span = std::max(span, SpanReader::direct_capacity(s.length));
+    for (const FileSpan& s : it.spans) span = std::max(span, SpanReader::direct_capacity(s.length));
   }
   return 2 * item + span;
 }
@@ -93,7 +93,7 @@ bool SpanStream::place(const StreamItem& item, std::vector<uint64_t>* offsets, u
   uint64_t head = used_ == 0 ? 0 : head_, used = used_;
   offsets->clear();
   *arc = 0;
-  for (const StreamSpan& s : item.spans) {
+  for (const FileSpan& s : item.spans) {
     const uint64_t size = SpanReader::direct_capacity(s.length);
     uint64_t at, grow;
     if (head + used <= cap) {  // in use: [head, head+used); free: the end, then [0, head)
@@ -232,7 +232,7 @@ void SpanStream::loader_loop(SpanReader& reader) {
       used_ += arc;
       e.data.resize(item.spans.size());
       for (size_t j = 0; j < item.spans.size(); j++) {
-        const StreamSpan& s = item.spans[j];
+        const FileSpan& s = item.spans[j];
         std::span<uint8_t> dest(ring_.data() + offsets[j], SpanReader::direct_capacity(s.length));
         tickets[reader.submit(s.file, s.offset, s.length, dest)] = {&e, j, SpanReader::direct_bytes(s.offset, s.length)};
       }

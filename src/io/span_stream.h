@@ -37,19 +37,15 @@
 #include <thread>
 #include <vector>
 
+#include "base/file_span.h"
 #include "io/aligned_buffer.h"
 #include "io/span_reader.h"
 
 namespace sluice {
 
-struct StreamSpan {
-  int file = 0;
-  uint64_t offset = 0, length = 0;
-};
-
 // One unit of the stream: its spans land in one region of the ring.
 struct StreamItem {
-  std::vector<StreamSpan> spans;
+  std::vector<FileSpan> spans;
 };
 
 struct SpanStreamStats {

@@ -26,7 +26,7 @@ std::vector<StreamItem> random_items(Rng& rng, int n, uint64_t file_size, uint64
   for (StreamItem& it : items) {
     const int spans = 1 + int(rng.below(4));
     for (int j = 0; j < spans; j++) {
-      StreamSpan s;
+      FileSpan s;
       s.file = int(rng.below(2));
       s.length = 1 + rng.below(max_span);
       s.offset = rng.below(file_size - s.length);
@@ -39,7 +39,7 @@ std::vector<StreamItem> random_items(Rng& rng, int n, uint64_t file_size, uint64
 void expect_item(const StreamItem& item, const uint8_t* const* data, const std::vector<std::vector<uint8_t>>& files,
                  const std::string& where) {
   for (size_t j = 0; j < item.spans.size(); j++) {
-    const StreamSpan& s = item.spans[j];
+    const FileSpan& s = item.spans[j];
     ASSERT_NE(data[j], nullptr) << where;
     ASSERT_EQ(std::memcmp(data[j], files[size_t(s.file)].data() + s.offset, s.length), 0) << where << " span " << j;
   }
@@ -105,7 +105,7 @@ TEST(SpanStream, NextItemIsReadWhileTheCurrentOneIsHeld) {
   const std::vector<std::string> paths = {dir.write("a.bin", files[0])};
   std::vector<StreamItem> items;
   for (uint64_t len : {uint64_t(500000), uint64_t(1000000), uint64_t(1000000), uint64_t(300000), uint64_t(1000000)})
-    items.push_back(StreamItem{{StreamSpan{0, (len * 3) % (size - len), len}}});
+    items.push_back(StreamItem{{FileSpan{0, (len * 3) % (size - len), len}}});
   const uint64_t n = items.size();
   SpanStream stream(paths, items, n, SpanStream::min_ring_bytes(items));
   for (uint64_t pass = 0; pass < 4; pass++) {
@@ -121,7 +121,7 @@ TEST(SpanStream, NextItemIsReadWhileTheCurrentOneIsHeld) {
 TEST(SpanStream, RingBelowTheMinimumIsRefused) {
   ScratchDir dir;
   const std::vector<std::string> paths = {dir.write("a.bin", pattern_bytes(1 << 20, 4))};
-  std::vector<StreamItem> items = {StreamItem{{StreamSpan{0, 0, 400000}}}, StreamItem{{StreamSpan{0, 1000, 300000}}}};
+  std::vector<StreamItem> items = {StreamItem{{FileSpan{0, 0, 400000}}}, StreamItem{{FileSpan{0, 1000, 300000}}}};
   try {
     SpanStream s(paths, items, 2, SpanStream::min_ring_bytes(items) - 4096);
     FAIL() << "no error";
@@ -134,7 +134,7 @@ TEST(SpanStream, LoaderRunsAheadButWaitsForAPassBeforeItsTail) {
   ScratchDir dir;
   const std::vector<std::string> paths = {dir.write("a.bin", pattern_bytes(4 << 20, 5))};
   std::vector<StreamItem> items;
-  for (int i = 0; i < 6; i++) items.push_back(StreamItem{{StreamSpan{0, uint64_t(i) * 300000 + 7, 200000}}});
+  for (int i = 0; i < 6; i++) items.push_back(StreamItem{{FileSpan{0, uint64_t(i) * 300000 + 7, 200000}}});
   const size_t required = 4;
   SpanStream stream(paths, items, required, 64 << 20);  // room for everything
   // Before any pass has begun the loader reads the first pass's required items, not its tail.
@@ -162,9 +162,9 @@ TEST(SpanStream, ReadErrorReachesTheConsumerNamingTheFile) {
   const std::string path = dir.write("a.bin", pattern_bytes(size, 6));
   // Two items at the start, the rest near the end; the ring holds about two items.
   std::vector<StreamItem> items;
-  items.push_back(StreamItem{{StreamSpan{0, 0, 500000}}});
-  items.push_back(StreamItem{{StreamSpan{0, 600000, 500000}}});
-  for (int i = 0; i < 4; i++) items.push_back(StreamItem{{StreamSpan{0, size - 600000 * uint64_t(i + 1), 500000}}});
+  items.push_back(StreamItem{{FileSpan{0, 0, 500000}}});
+  items.push_back(StreamItem{{FileSpan{0, 600000, 500000}}});
+  for (int i = 0; i < 4; i++) items.push_back(StreamItem{{FileSpan{0, size - 600000 * uint64_t(i + 1), 500000}}});
   SpanStream stream({path}, items, items.size(), SpanStream::min_ring_bytes(items));
   ASSERT_EQ(truncate(path.c_str(), 2 << 20), 0);
   stream.begin_pass(true);
@@ -188,7 +188,7 @@ TEST(SpanStream, DestructionWhileReadingIsSafe) {
   ScratchDir dir;
   const std::vector<std::string> paths = {dir.write("a.bin", pattern_bytes(8 << 20, 7))};
   std::vector<StreamItem> items;
-  for (int i = 0; i < 8; i++) items.push_back(StreamItem{{StreamSpan{0, uint64_t(i) << 20, 1 << 20}}});
+  for (int i = 0; i < 8; i++) items.push_back(StreamItem{{FileSpan{0, uint64_t(i) << 20, 1 << 20}}});
   for (int k = 0; k < 5; k++) {
     SpanStream stream(paths, items, items.size(), 16 << 20);
     stream.begin_pass(true);

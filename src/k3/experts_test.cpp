@@ -53,12 +53,12 @@ TEST(Experts, FailedReadFailsOnePassAndTheRepairedFileReadsAgain) {
     ran++;
     // Cut the shard of the first MoE layer's experts just before its first expert.
     const ModelConfig& c = m->config();
-    const ExpertSpan& first = m->ck.experts.at(size_t(c.first_k_dense_replace)).at(0);
-    const std::string shard = m->ck.shard_paths[size_t(first.shard)];
+    const FileSpan& first = m->ck.experts.at(size_t(c.first_k_dense_replace)).at(0);
+    const std::string shard = m->ck.shard_paths[size_t(first.file)];
     uint64_t cut = first.offset;
     for (const auto& layer : m->ck.experts)
-      for (const ExpertSpan& s : layer)
-        if (s.shard == first.shard && s.length > 0) cut = std::min(cut, s.offset);
+      for (const FileSpan& s : layer)
+        if (s.file == first.file && s.length > 0) cut = std::min(cut, s.offset);
     const std::string good = slurp(shard);
     overwrite(shard, good.substr(0, cut));
     for (int attempt = 0; attempt < 2; attempt++) {  // fails the same way each time

@@ -187,3 +187,28 @@ TEST(Model, PrefillReadsEachNeededExpertOncePerLayer) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// The forward pass uses the spine's matrices in the order binding declared
+// them (each sublayer's use_order(), the head last): ids 0, 1, 2, ... in every
+// pass, a prefill chunk or a step. A sublayer whose list disagrees with its
+// forward pass fails here, resident or not (streaming would throw too).
+TEST(Model, ForwardUsesSpineMatricesInDeclaredOrder) {
+  auto m = open_model(kFixture);
+  std::vector<int> used;
+  m->spine->record_use(&used);
+  SequenceState st = SequenceState::create(m->config());
+  std::vector<float> logits;
+  for (int T : {5, 1}) {
+    used.clear();
+    const std::vector<int> toks(size_t(T), 7);
+    forward(*m, st, toks, Logits::Last, &logits);
+    ASSERT_EQ(used.size(), size_t(m->spine->head().id + 1)) << "T=" << T;
+    for (size_t i = 0; i < used.size(); i++) ASSERT_EQ(used[i], int(i)) << "T=" << T << ", use " << i;
+  }
+}
+
+}  // namespace
+}  // namespace sluice

@@ -23,7 +23,7 @@ Spine::Spine(const Checkpoint& ck, uint64_t chunk_bytes, std::shared_ptr<const P
   const TensorInfo& head = ck.tensor("lm_head.weight", DType::BF16, {c.vocab_size, c.hidden_size});
   head_.rows = c.vocab_size;
   head_.cols = c.hidden_size;
-  add_matrix({&head_, {head.shard, head.offset, head.nbytes}, false}, chunk_bytes, 2 * layers_);
+  add_matrix({&head_, head.span(), false}, chunk_bytes, 2 * layers_);
   uint64_t decode = 0;  // the largest packed piece, decoded
   for (const Piece& p : pieces_)
     if (p.packed) decode = std::max(decode, uint64_t(p.rows) * uint64_t(matrices_[size_t(p.matrix)].view->cols) * 2);
@@ -94,7 +94,7 @@ void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const 
   // Resident: a matrix all of whose pieces stay is read whole (one view, one
   // kernel call); otherwise each resident piece is read on its own.
   struct Read {
-    StreamSpan span;
+    FileSpan span;
     std::vector<int> pieces;  // pointed at the landed bytes
     int whole = -1;           // the matrix read whole, or -1
   };
@@ -212,6 +212,7 @@ const uint16_t* Spine::take(const Piece& p) {
 }
 
 void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
+  if (use_log_ && m.id >= 0) use_log_->push_back(m.id);
   if (m.w) {
     fast::matmul_bf16(m.w, m.rows, m.cols, x, T, y);
     return;
@@ -231,6 +232,7 @@ void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
 }
 
 const uint16_t* Spine::whole(const Bf16Matrix& m) {
+  if (use_log_ && m.id >= 0) use_log_->push_back(m.id);
   if (m.w) return m.w;
   const Matrix& mx = matrices_.at(size_t(m.id));
   if (mx.pieces.size() != 1) fail("spine", "matrix indexed whole was cut into pieces");

@@ -80,6 +80,9 @@ class Spine {
 
   // y[T][m.rows] = x[T][m.cols] · mᵀ (the kernels' matmul_bf16 contract).
   void matmul(const Bf16Matrix& m, const float* x, int T, float* y);
+  // While `log` is set, the id of every spine matrix used (multiplied or
+  // taken whole) is appended to it: a pass must use them in id order.
+  void record_use(std::vector<int>* log) { use_log_ = log; }
   // The bytes of a matrix bound as indexed (one piece), valid until the next piece is taken.
   const uint16_t* whole(const Bf16Matrix& m);
 
@@ -95,14 +98,14 @@ class Spine {
  private:
   struct Matrix {
     Bf16Matrix* view = nullptr;
-    StreamSpan span;  // the whole tensor
+    FileSpan span;  // the whole tensor
     std::vector<int> pieces;
   };
   struct Piece {
     int matrix = 0;
     int64_t row0 = 0;
     int rows = 0;
-    StreamSpan span;
+    FileSpan span;
     int unit = 0;  // 2l, 2l+1: layer l's attention / FFN part; 2L: the head
     bool head = false;
     bool resident = false;
@@ -130,6 +133,7 @@ class Spine {
   uint64_t resident_read_ = 0;
   std::unique_ptr<SpanStream> stream_;
   std::vector<float> scatter_;  // a piece's output rows for T > 1
+  std::vector<int>* use_log_ = nullptr;
 };
 
 }  // namespace sluice

@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "base/numeric.h"
-#include "base/read_exact.h"
+#include "base/file_io.h"
 #include "io/span_reader.h"
 
 namespace sluice {
@@ -27,7 +27,17 @@ struct Binder {
     dst->rows = int(rows);
     dst->cols = int(cols);
     dst->w = nullptr;
-    (use == Pinned ? found->pinned : found->matrices).push_back({dst, {t.shard, t.offset, t.nbytes}, use == Indexed});
+    (use == Pinned ? found->pinned : located).push_back({dst, t.span(), use == Indexed});
+  }
+  std::vector<MatrixRef> located;  // multiplied or indexed, in binding order
+
+  // Hands the located matrices on in `order` (the sublayer's use order).
+  void finish(const std::vector<Bf16Matrix*>& order) {
+    if (!found) return;
+    for (Bf16Matrix* m : order)
+      for (const MatrixRef& r : located)
+        if (r.view == m) found->matrices.push_back(r);
+    if (found->matrices.size() != located.size()) fail(prefix, "a bound matrix is missing from its use order");
   }
 
   // A vector of `n` values (or the first n of a longer one when `prefix_of`), bf16 or f32.
@@ -140,7 +150,7 @@ void bind_ffn(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
 GlobalWeights load_global_weights(const Checkpoint& ck) {
   const ModelConfig& c = ck.config;
   GlobalWeights g;
-  Binder b{ck, "", nullptr};
+  Binder b{ck, "", nullptr, {}};
   g.embed = ck.tensor("model.embed_tokens.weight", DType::BF16, {c.vocab_size, c.hidden_size});
   g.head = ck.tensor("lm_head.weight", DType::BF16, {c.vocab_size, c.hidden_size});
   g.final_norm = b.vec("model.norm.weight", c.hidden_size);
@@ -154,9 +164,15 @@ void read_bf16_rows(const Checkpoint& ck, const TensorInfo& t, int64_t first, in
 }
 
 void bind_layer_part(const Checkpoint& ck, int layer, LayerPart part, LayerWeights& w, UnitTensors* out) {
-  Binder b{ck, "model.layers." + std::to_string(layer) + ".", out};
-  if (part == LayerPart::Attention) bind_attention(b, ck.config, layer, w);
-  else bind_ffn(b, ck.config, layer, w);
+  Binder b{ck, "model.layers." + std::to_string(layer) + ".", out, {}};
+  const ModelConfig& c = ck.config;
+  if (part == LayerPart::Attention) {
+    bind_attention(b, c, layer, w);
+    b.finish(c.is_kda_layer(layer) ? w.kda.use_order() : w.mla.use_order());
+  } else {
+    bind_ffn(b, c, layer, w);
+    b.finish(c.is_moe_layer(layer) ? w.moe.use_order() : w.dense.use_order());
+  }
 }
 
 AlignedBuffer read_matrices(const Checkpoint& ck, const std::vector<MatrixRef>& refs) {

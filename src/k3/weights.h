@@ -26,12 +26,16 @@ struct Bf16Matrix {
   int id = -1;  // the spine's index for it
 };
 
+// Each sublayer lists its spine matrices in the order its forward pass uses
+// them (use_order()): binding locates them in that order, so a streamed spine
+// is read in it, and a test checks that the forward pass follows it.
 struct KdaWeights {
   Bf16Matrix q, k, v, g, o, f_a, f_b, b;   // q/k/v/g: [C, H]; o: [H, C]; f_a: [D, H]; f_b: [C, D]; b: [NH, H]
   std::vector<float> q_conv, k_conv, v_conv;  // [C][K] taps, tap K-1 on the current token
   std::vector<float> a;                       // exp(A_log[h]) for h < NH (A_log is per head)
   std::vector<float> dt_bias;                 // [C]
   std::vector<float> o_norm;                  // [D], shared by all heads
+  std::vector<Bf16Matrix*> use_order() { return {&q, &k, &v, &g, &f_a, &f_b, &b, &o}; }
 };
 
 struct MlaWeights {
@@ -39,10 +43,12 @@ struct MlaWeights {
                                            // kv_a: [kv_lora+rope, H]; kv_b: [NH*(nope+v), kv_lora];
                                            // g: [NH*v, H]; o: [H, NH*v]
   std::vector<float> q_a_norm, kv_a_norm;
+  std::vector<Bf16Matrix*> use_order() { return {&q_a, &q_b, &kv_a, &g, &kv_b, &o}; }
 };
 
 struct DenseWeights {
   Bf16Matrix gate, up, down;  // gate/up: [I, H]; down: [H, I]
+  std::vector<Bf16Matrix*> use_order() { return {&gate, &up, &down}; }
 };
 
 struct MoeWeights {
@@ -51,6 +57,8 @@ struct MoeWeights {
   Bf16Matrix rdown, rup;       // [Lat, H], [H, Lat]
   std::vector<float> rnorm;    // [Lat]
   Bf16Matrix sh_gate, sh_up, sh_down;  // [S, H], [S, H], [H, S]; absent when no shared experts
+  // The router is not here: it is pinned (resident whatever the budget; the lookahead needs it early).
+  std::vector<Bf16Matrix*> use_order() { return {&rdown, &rup, &sh_gate, &sh_up, &sh_down}; }
 };
 
 // A layer's spine comes in two parts, loaded (and streamed) separately: the
@@ -80,14 +88,14 @@ struct GlobalWeights {
 // once they are in memory (resident, or in the streaming ring).
 struct MatrixRef {
   Bf16Matrix* view = nullptr;
-  StreamSpan span;         // shard, offset, bytes
+  FileSpan span;         // shard, offset, bytes
   bool whole_only = false; // indexed directly (not only multiplied): never cut into row chunks
 };
 
 // What binding one unit found: its vectors are read and converted (FP32, kept
 // for the model's lifetime); its matrices are only located.
 struct UnitTensors {
-  std::vector<MatrixRef> matrices;  // in the order the forward pass uses them: resident, or streamed every pass
+  std::vector<MatrixRef> matrices;  // in use order (the sublayer's use_order()): resident, or streamed every pass
   std::vector<MatrixRef> pinned;    // read once and kept whatever the budget (the MoE router)
   uint64_t vector_bytes = 0;        // RAM the FP32 vectors take
 };
@@ -97,9 +105,8 @@ GlobalWeights load_global_weights(const Checkpoint& ck);
 // Reads rows [first, first+count) of a bf16 [rows, cols] tensor from disk.
 void read_bf16_rows(const Checkpoint& ck, const TensorInfo& t, int64_t first, int64_t count, uint16_t* out);
 // Binds one part of layer l into `w` (in place: the views in `out` point into it).
-// Matrices come in the order kda.cpp / mla.cpp / moe.cpp use them (a streamed
-// spine is read in that order). Throws on any shape or dtype mismatch, naming
-// the tensor and the shard.
+// Matrices come in the sublayer's use_order() (a streamed spine is read in
+// that order). Throws on any shape or dtype mismatch, naming the tensor and the shard.
 void bind_layer_part(const Checkpoint& ck, int layer, LayerPart part, LayerWeights& w, UnitTensors* out);
 // Reads every matrix of `refs` with O_DIRECT into one buffer (returned) and points the views at it.
 AlignedBuffer read_matrices(const Checkpoint& ck, const std::vector<MatrixRef>& refs);

@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 #include "base/numeric.h"
-#include "base/read_exact.h"
+#include "base/file_io.h"
 #include "checkpoint/checkpoint.h"
 
 namespace sluice {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "base/read_exact.h"
+#include "base/file_io.h"
 #include "kernels/bf16_codec.h"
 #include "kernels/threads.h"
 #include "hub/sha256.h"
