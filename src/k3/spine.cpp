@@ -79,6 +79,11 @@ uint64_t Spine::piece_bytes(int i) const {
   return SpanReader::direct_capacity(p.span.length);
 }
 
+uint64_t Spine::piece_read_bytes(int i) const {
+  const Piece& p = pieces_[size_t(i)];
+  return SpanReader::direct_bytes(p.span.offset, p.span.length);
+}
+
 uint64_t Spine::min_ring_bytes() const {
   std::vector<StreamItem> items;
   for (const Piece& p : pieces_) items.push_back(StreamItem{{p.span}});

@@ -53,6 +53,7 @@ class Spine {
   // The pieces, in pass order (the head's last).
   int piece_count() const { return int(pieces_.size()); }
   uint64_t piece_bytes(int i) const;  // RAM it takes (aligned superset)
+  uint64_t piece_read_bytes(int i) const;  // bytes a read of it takes from disk (packed, when from a pack)
   // RAM that is resident whatever the plan: vectors, routers (and the decode buffer of a pack).
   uint64_t fixed_bytes() const { return fixed_bytes_; }
   // The smallest ring that streams any piece while the one before is in use.
