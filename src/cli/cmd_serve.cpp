@@ -86,6 +86,9 @@ int run_serve(ServeArgs& a) {
   if (a.draft != "none" && a.draft != "suffix") fail("--draft", "expected none or suffix, got '" + a.draft + "'");
   if (a.draft == "none") a.opt.draft.max_tokens = 0;
   ModelOptions mopt = model_options(a.m);
+  // Saved prefix states (a chat's prompt end and reply end) live inside --ram-budget:
+  // the plan reserves state for them and the prefix cache is held to that room.
+  if (a.opt.state_cache_bytes > 0) mopt.saved_states = a.opt.saved_states = 2;
 
   // Declared before the server, so they outlive it.
   std::unique_ptr<Model> model;

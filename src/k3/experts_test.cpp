@@ -2,7 +2,7 @@
 // an error naming the shard; once the file is repaired the next pass reads it
 // and gives the logits of an untouched model (the in-flight bookkeeping of the
 // failed pass is gone: no "wait_any: no span outstanding", no stale slots).
-#include "k3/experts.h"
+#include "io/expert_source.h"
 
 #include <gtest/gtest.h>
 

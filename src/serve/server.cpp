@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "base/error.h"
@@ -32,6 +33,10 @@ void Server::Impl::attach(Model& m, const text::Tokenizer& t) {
   model = &m;
   tok = &t;
   session = std::make_unique<Session>(m);
+  if (opt.saved_states > 0)
+    opt.state_cache_bytes = std::min<uint64_t>(opt.state_cache_bytes, m.plan.state_reserve /
+                                                                           uint64_t(1 + opt.saved_states) *
+                                                                           uint64_t(opt.saved_states));
   cache = std::make_unique<PrefixCache>(opt.state_cache_bytes);
   if (opt.model_id.empty()) opt.model_id = basename_of(m.ck.dir);
   lim.model_id = opt.model_id;

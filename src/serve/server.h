@@ -50,6 +50,10 @@ struct ServerOptions {
   size_t max_request_bytes = 8u << 20;  // the decoded body
   std::string model_id;    // the name clients must send; empty: the model directory's name
   uint64_t state_cache_bytes = 2ull << 30;  // prefix states kept for reuse
+  // Prefix states the memory plan reserved room for (ModelOptions::saved_states):
+  // when > 0, the prefix cache holds at most that share of the plan's state
+  // reserve, so it stays inside --ram-budget. 0: state_cache_bytes alone.
+  int saved_states = 0;
   bool lenient = true;     // ignore known vendor fields (serve/request.h)
   bool log_json = false;   // request log lines as JSON
   std::vector<std::string> allowed_hosts;  // Host names accepted besides IPs, localhost, --host ("*": any)
