@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "base/bytes.h"
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "cli/spine_option.h"

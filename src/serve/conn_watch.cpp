@@ -1,35 +1,12 @@
 #include "serve/conn_watch.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <cstdlib>
 #include <vector>
 
+#include "serve/socket.h"
+
 namespace sluice::serve {
-
-namespace {
-
-bool addr_port(const sockaddr_storage& ss, std::string* addr, int* port) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
-    *port = ntohs(a->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
-    *port = ntohs(a->sin6_port);
-  } else {
-    return false;
-  }
-  *addr = buf;
-  return true;
-}
-
-}  // namespace
 
 void ConnWatch::set_busy(const std::string& peer_addr, int peer_port, bool busy) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -46,23 +23,10 @@ int ConnWatch::sweep(int local_port, double limit_s) {
     int port;
   };
   std::vector<Conn> found;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (dirent* e = readdir(d)) {
-      char* end = nullptr;
-      long fd = std::strtol(e->d_name, &end, 10);
-      if (end == e->d_name || *end != '\0' || fd == dirfd(d)) continue;
-      sockaddr_storage ls{}, ps{};
-      socklen_t ll = sizeof ls, pl = sizeof ps;
-      if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&ls), &ll) != 0) continue;
-      std::string la, pa;
-      int lp = 0, pp = 0;
-      if (!addr_port(ls, &la, &lp) || lp != local_port) continue;
-      if (getpeername(int(fd), reinterpret_cast<sockaddr*>(&ps), &pl) != 0) continue;  // the listener
-      if (!addr_port(ps, &pa, &pp)) continue;
-      found.push_back({int(fd), pa, pp});
-    }
-    closedir(d);
-  }
+  for_each_connected_socket([&](const SocketEnds& s) {
+    if (s.local_port == local_port) found.push_back({s.fd, s.peer_addr, s.peer_port});
+    return true;
+  });
   const auto now = Clock::now();
   const auto limit = std::chrono::duration<double>(limit_s);
   int closed = 0;

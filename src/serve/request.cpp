@@ -6,28 +6,13 @@
 #include <limits>
 #include <set>
 
+#include "base/json_parse.h"
+
 namespace sluice::serve {
 
 void check_json_depth(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth)
-        refuse("", "The JSON body is nested deeper than " + std::to_string(max_depth) + " levels.", "invalid_json");
-    } else if (c == ']' || c == '}') {
-      depth--;
-    }
-  }
+  if (json_too_deep(text, max_depth))
+    refuse("", "The JSON body is nested deeper than " + std::to_string(max_depth) + " levels.", "invalid_json");
 }
 
 namespace {

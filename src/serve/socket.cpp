@@ -11,8 +11,6 @@
 
 namespace sluice::serve {
 
-namespace {
-
 // Numeric address and port of a socket address (IPv4 or IPv6).
 bool addr_port(const sockaddr_storage& ss, std::string* addr, int* port) {
   char buf[INET6_ADDRSTRLEN] = {};
@@ -31,13 +29,9 @@ bool addr_port(const sockaddr_storage& ss, std::string* addr, int* port) {
   return true;
 }
 
-}  // namespace
-
-int find_connection_fd(const std::string& local_addr, int local_port, const std::string& remote_addr,
-                       int remote_port) {
+void for_each_connected_socket(const std::function<bool(const SocketEnds&)>& visit) {
   DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int found = -1, port_only = -1, port_matches = 0;
+  if (!d) return;
   while (dirent* e = readdir(d)) {
     char* end = nullptr;
     long fd = std::strtol(e->d_name, &end, 10);
@@ -45,19 +39,28 @@ int find_connection_fd(const std::string& local_addr, int local_port, const std:
     sockaddr_storage ls{}, ps{};
     socklen_t ll = sizeof ls, pl = sizeof ps;
     if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&ls), &ll) != 0) continue;
-    if (getpeername(int(fd), reinterpret_cast<sockaddr*>(&ps), &pl) != 0) continue;
-    std::string la, pa;
-    int lp = 0, pp = 0;
-    if (!addr_port(ls, &la, &lp) || !addr_port(ps, &pa, &pp)) continue;
-    if (lp != local_port || pp != remote_port) continue;
-    port_only = int(fd);
-    port_matches++;
-    if (la == local_addr && pa == remote_addr) {
-      found = int(fd);
-      break;
-    }
+    if (getpeername(int(fd), reinterpret_cast<sockaddr*>(&ps), &pl) != 0) continue;  // a listener
+    SocketEnds s;
+    s.fd = int(fd);
+    if (!addr_port(ls, &s.local_addr, &s.local_port) || !addr_port(ps, &s.peer_addr, &s.peer_port)) continue;
+    if (!visit(s)) break;
   }
   closedir(d);
+}
+
+int find_connection_fd(const std::string& local_addr, int local_port, const std::string& remote_addr,
+                       int remote_port) {
+  int found = -1, port_only = -1, port_matches = 0;
+  for_each_connected_socket([&](const SocketEnds& s) {
+    if (s.local_port != local_port || s.peer_port != remote_port) return true;
+    port_only = s.fd;
+    port_matches++;
+    if (s.local_addr == local_addr && s.peer_addr == remote_addr) {
+      found = s.fd;
+      return false;
+    }
+    return true;
+  });
   // Address spellings can differ (IPv4-mapped IPv6); the ports alone decide when unambiguous.
   if (found < 0 && port_matches == 1) found = port_only;
   return found;
