@@ -300,12 +300,17 @@ int run_run(RunArgs& a) {
 
   std::vector<int> token_prompt;
   if (!a.tokens.empty()) token_prompt = parse_token_list(a.tokens, "--tokens");
+  // The tokenizer first: a broken tokenizer file fails in milliseconds, not after
+  // the model's spine has loaded. (--tokens --ids needs none.)
+  std::optional<text::Tokenizer> tok;
+  if (token_prompt.empty() || !a.ids) tok.emplace(text::Tokenizer::load(a.m.dir));
   ModelOptions mo = model_options(a.m);
   mo.chunk_tokens = a.batch;
   // Saved prefix states (the prompt end and the reply end, for the next chat turn) are part of the plan.
   mo.saved_states = 2;
   auto model = open_model(a.m.dir, mo);
   Runner r(a, *model, model->plan.state_reserve / 3 * 2);
+  r.tok = std::move(tok);
   install_sigint();
 
   if (!token_prompt.empty()) {
