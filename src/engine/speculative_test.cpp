@@ -88,17 +88,22 @@ Model& fixture() {
   return *m;
 }
 
+// Bitwise equal (memcmp: -0 and NaN payloads count); empty vectors have no data() to compare.
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
 void expect_same_state(const SequenceState& a, const SequenceState& b) {
   ASSERT_EQ(a.pos, b.pos);
   for (size_t l = 0; l < a.kda.size(); l++) {
-    EXPECT_EQ(0, std::memcmp(a.kda[l].S.data(), b.kda[l].S.data(), a.kda[l].S.size() * sizeof(float))) << "S " << l;
+    EXPECT_TRUE(same_bits(a.kda[l].S, b.kda[l].S)) << "S " << l;
     ASSERT_EQ(a.kda[l].conv.size(), b.kda[l].conv.size());
-    EXPECT_EQ(0, std::memcmp(a.kda[l].conv.data(), b.kda[l].conv.data(), a.kda[l].conv.size() * sizeof(float)));
+    EXPECT_TRUE(same_bits(a.kda[l].conv, b.kda[l].conv)) << "conv " << l;
   }
   for (size_t l = 0; l < a.mla.size(); l++) {
     ASSERT_EQ(a.mla[l].len, b.mla[l].len);
     ASSERT_EQ(a.mla[l].kv.size(), b.mla[l].kv.size());
-    EXPECT_EQ(0, std::memcmp(a.mla[l].kv.data(), b.mla[l].kv.data(), a.mla[l].kv.size() * sizeof(float)));
+    EXPECT_TRUE(same_bits(a.mla[l].kv, b.mla[l].kv)) << "kv " << l;
   }
 }
 
