@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "engine/generate.h"
+#include "k3/state_test_util.h"
 
 namespace sluice {
 namespace {
@@ -86,25 +87,6 @@ TEST(SampleDraft, GreedyAcceptsOnlyTheArgmax) {
 Model& fixture() {
   static std::unique_ptr<Model> m = open_model(kFixture + "/model");
   return *m;
-}
-
-// Bitwise equal (memcmp: -0 and NaN payloads count); empty vectors have no data() to compare.
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
-void expect_same_state(const SequenceState& a, const SequenceState& b) {
-  ASSERT_EQ(a.pos, b.pos);
-  for (size_t l = 0; l < a.kda.size(); l++) {
-    EXPECT_TRUE(same_bits(a.kda[l].S, b.kda[l].S)) << "S " << l;
-    ASSERT_EQ(a.kda[l].conv.size(), b.kda[l].conv.size());
-    EXPECT_TRUE(same_bits(a.kda[l].conv, b.kda[l].conv)) << "conv " << l;
-  }
-  for (size_t l = 0; l < a.mla.size(); l++) {
-    ASSERT_EQ(a.mla[l].len, b.mla[l].len);
-    ASSERT_EQ(a.mla[l].kv.size(), b.mla[l].kv.size());
-    EXPECT_TRUE(same_bits(a.mla[l].kv, b.mla[l].kv)) << "kv " << l;
-  }
 }
 
 TEST(Rollback, AVerifiedChunkCutToAnyPrefixIsThatPrefixFed) {

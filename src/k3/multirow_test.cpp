@@ -12,22 +12,10 @@
 
 #include "checkpoint/synthetic_model.h"
 #include "k3/model.h"
+#include "k3/state_test_util.h"
 
 namespace sluice {
 namespace {
-
-void expect_same_state(const SequenceState& a, const SequenceState& b) {
-  ASSERT_EQ(a.pos, b.pos);
-  for (size_t l = 0; l < a.kda.size(); l++) {
-    ASSERT_EQ(a.kda[l].S.size(), b.kda[l].S.size());
-    EXPECT_EQ(0, std::memcmp(a.kda[l].S.data(), b.kda[l].S.data(), a.kda[l].S.size() * sizeof(float)));
-    EXPECT_EQ(0, std::memcmp(a.kda[l].conv.data(), b.kda[l].conv.data(), a.kda[l].conv.size() * sizeof(float)));
-  }
-  for (size_t l = 0; l < a.mla.size(); l++) {
-    ASSERT_EQ(a.mla[l].kv.size(), b.mla[l].kv.size());
-    EXPECT_EQ(0, std::memcmp(a.mla[l].kv.data(), b.mla[l].kv.data(), a.mla[l].kv.size() * sizeof(float)));
-  }
-}
 
 // R sequences with different histories; then one pass of rows from all of
 // them (lengths 1..4) against each fed alone.
