@@ -229,7 +229,7 @@ size_t encode_block(const uint16_t* in, uint32_t n, std::vector<uint8_t>& out) {
     store32(out.data() + start + 8, kRaw);
     const size_t at = out.size();
     out.resize(at + 2 * size_t(n));
-    std::memcpy(out.data() + at, in, 2 * size_t(n));
+    if (n > 0) std::memcpy(out.data() + at, in, 2 * size_t(n));  // n == 0: `in` may be null
   }
   const size_t size = out.size() - start;
   store32(out.data() + start + 4, block_crc(out.data() + start, size));
