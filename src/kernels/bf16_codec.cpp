@@ -249,7 +249,7 @@ void decode_ref(const uint8_t* block, size_t size, uint16_t* out, uint32_t value
   const Layout L = parse(block, size, where);
   if (L.values != values) fail(where, "compressed block holds " + std::to_string(L.values) + " values, expected " + std::to_string(values));
   if (L.mode == kRaw) {
-    std::memcpy(out, block + 12, 2 * size_t(values));
+    if (values > 0) std::memcpy(out, block + 12, 2 * size_t(values));
     return;
   }
   Canonical c;
@@ -280,7 +280,7 @@ void decode(const uint8_t* block, size_t size, uint16_t* out, uint32_t values, c
   const Layout L = parse(block, size, where);
   if (L.values != values) fail(where, "compressed block holds " + std::to_string(L.values) + " values, expected " + std::to_string(values));
   if (L.mode == kRaw) {
-    std::memcpy(out, block + 12, 2 * size_t(values));
+    if (values > 0) std::memcpy(out, block + 12, 2 * size_t(values));
     return;
   }
   if (values == 0) return;
