@@ -9,23 +9,12 @@
 #include <set>
 
 #include "base/error.h"
-#include "engine/session.h"
+#include "engine/session_test_util.h"
 
 namespace sluice {
 namespace {
 
 const std::string kFixture = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model";
-
-std::vector<float> run_all(Model& m, const std::vector<int>& toks, bool steps) {
-  Session s(m);
-  if (!steps) return s.prefill_all(toks);
-  std::vector<float> out;
-  for (int t : toks) {
-    const auto& l = s.step(t);
-    out.insert(out.end(), l.begin(), l.end());
-  }
-  return out;
-}
 
 TEST(Model, StreamedSpineIsBitIdenticalToResident) {
   const std::vector<int> toks = {448, 259, 309, 412, 370, 399, 335, 283, 72, 307, 450, 12};

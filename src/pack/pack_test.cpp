@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "base/error.h"
-#include "engine/session.h"
+#include "engine/session_test_util.h"
 #include "k3/model.h"
 #include "kernels/threads.h"
 
@@ -29,17 +29,6 @@ struct TempModel {
   }
   ~TempModel() { fs::remove_all(dir); }
 };
-
-std::vector<float> run_all(Model& m, const std::vector<int>& toks, bool steps) {
-  Session s(m);
-  if (!steps) return s.prefill_all(toks);
-  std::vector<float> out;
-  for (int t : toks) {
-    const auto& l = s.step(t);
-    out.insert(out.end(), l.begin(), l.end());
-  }
-  return out;
-}
 
 std::string error_of(const std::function<void()>& f) {
   try {
