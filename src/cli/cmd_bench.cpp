@@ -1,5 +1,7 @@
 // sluice bench — prefill + decode timing against the disk's ceiling, one JSON record.
 //   sluice bench --model DIR [--ram-budget B] [--prompt-tokens P] [--decode N] [--queue-depth Q] --json
+//   sluice bench --model DIR --rows 1,2,4,8 [--draft-max K] [--repetitive]: pass time per R sequences
+//   decoded together (engine/bench_rows.h)
 // Progress (load, prefill, decode steps) on stderr; the record on stdout.
 #include <cstdio>
 #include <string>
@@ -9,6 +11,7 @@
 #include "cli/progress.h"
 #include "cli/token_list.h"
 #include "engine/bench.h"
+#include "engine/bench_rows.h"
 
 namespace sluice::cli {
 namespace {
@@ -17,12 +20,29 @@ struct BenchArgs {
   ModelArgs m;
   BenchOptions opt;
   bool json = false;
+  std::vector<int> rows;  // --rows: the rows bench instead
+  int draft_max = 0;
+  bool repetitive = false;
 };
 
 int run_bench_cmd(BenchArgs& a) {
   const int queue_depth = a.opt.model.queue_depth;
   a.opt.model = model_options(a.m);
   a.opt.model.queue_depth = queue_depth;
+  if (!a.rows.empty()) {
+    RowsBenchOptions r;
+    r.model = a.opt.model;
+    r.sequences = a.rows;
+    r.prompt_tokens = a.opt.prompt_tokens;
+    r.decode_tokens = a.opt.decode_tokens;
+    r.prefill_chunk_tokens = a.opt.prefill_chunk_tokens;
+    r.draft_max = a.draft_max;
+    r.repetitive = a.repetitive;
+    r.seed = a.opt.seed;
+    nlohmann::json j = run_rows_bench(a.m.dir, r);
+    std::printf("%s\n", a.json ? j.dump().c_str() : j.dump(2).c_str());
+    return 0;
+  }
   ProgressLine prefill("prefill");
   a.opt.prefill_progress = [&](size_t done, size_t total) { prefill.count(done, total, "tokens"); };
   ProgressLine decode("decode");
@@ -45,6 +65,12 @@ Command reg("bench", "Benchmark prefill and decode against the disk's read ceili
   sub.add_flag("!--no-replay", a->opt.replay, "Skip replaying each step's reads with no compute");
   sub.add_option("-s,--seed", a->opt.seed, "Prompt seed");
   sub.add_flag("--json", a->json, "One-line JSON record");
+  sub.add_option("--rows", a->rows,
+                 "Instead: time passes over R sequences decoded together, for each R (e.g. 1,2,4,8)")
+      ->delimiter(',');
+  sub.add_option("--draft-max", a->draft_max, "With --rows: draft tokens per sequence and pass (0: none)")
+      ->check(CLI::Range(0, 64));
+  sub.add_flag("--repetitive", a->repetitive, "With --rows: prompts that repeat a passage (drafts get accepted)");
   *act = [a] { return run_bench_cmd(*a); };
 });
 

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -40,7 +41,24 @@ struct ServeArgs {
   bool strict = false;
   int test_load_delay_ms = 0;
   std::string draft = "suffix";
+  int parallel = 0;  // 0: chosen from the budget (default_parallel)
 };
+
+// Bytes one sequence's state takes at `ctx` tokens: KDA state (fixed) plus the MLA cache.
+uint64_t state_bytes(const ModelConfig& c, int ctx) {
+  uint64_t mla_per_pos = 0;
+  for (int l = 0; l < c.num_hidden_layers; l++)
+    if (!c.is_kda_layer(l)) mla_per_pos += uint64_t(c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
+  return SequenceState::create(c).bytes() + mla_per_pos * uint64_t(std::max(ctx, 1));
+}
+
+// The default --parallel: up to 4 sequences, as many as keep their states
+// (at the full context) within an eighth of the budget; at least 1.
+int default_parallel(const ModelConfig& c, const ModelOptions& mo) {
+  const uint64_t budget = mo.ram_budget ? mo.ram_budget : default_ram_budget();
+  const uint64_t one = std::max<uint64_t>(state_bytes(c, mo.max_context), 1);
+  return int(std::clamp<uint64_t>(budget / 8 / one, 1, 4));
+}
 
 std::string read_key_file(const std::string& path) {
   std::ifstream f(path);
@@ -86,9 +104,14 @@ int run_serve(ServeArgs& a) {
   if (a.draft != "none" && a.draft != "suffix") fail("--draft", "expected none or suffix, got '" + a.draft + "'");
   if (a.draft == "none") a.opt.draft.max_tokens = 0;
   ModelOptions mopt = model_options(a.m);
-  // Saved prefix states (a chat's prompt end and reply end) live inside --ram-budget:
-  // the plan reserves state for them and the prefix cache is held to that room.
-  if (a.opt.state_cache_bytes > 0) mopt.saved_states = a.opt.saved_states = 2;
+  a.opt.parallel = a.parallel > 0 ? a.parallel : default_parallel(open_checkpoint(a.m.dir).config, mopt);
+  // The N live states and the saved prefix states (a chat's prompt end and reply
+  // end) live inside --ram-budget: the plan reserves state for them all (a budget
+  // below their minimum is refused, naming it) and the prefix cache is held to its share.
+  if (a.opt.state_cache_bytes > 0) a.opt.saved_states = 2;
+  mopt.saved_states = a.opt.saved_states + a.opt.parallel - 1;
+  std::fprintf(stderr, "sluice serve: --parallel %d: up to %d sequences decoded together%s\n", a.opt.parallel,
+               a.opt.parallel, a.parallel > 0 ? "" : " (the default for this budget)");
 
   // Declared before the server, so they outlive it.
   std::unique_ptr<Model> model;
@@ -151,8 +174,9 @@ int run_serve(ServeArgs& a) {
     finish();
     throw;
   }
-  std::printf("sluice serve: listening on http://%s:%d/v1 (model \"%s\", queue %d, max tokens %d)\n",
-              a.opt.host.c_str(), server.port(), server.model_id().c_str(), a.opt.queue, a.opt.max_tokens);
+  std::printf("sluice serve: listening on http://%s:%d/v1 (model \"%s\", parallel %d, queue %d, max tokens %d)\n",
+              a.opt.host.c_str(), server.port(), server.model_id().c_str(), a.opt.parallel, a.opt.queue,
+              a.opt.max_tokens);
   std::fflush(stdout);
   http.join();
   done = true;
@@ -170,7 +194,10 @@ Command reg("serve", "Serve the model over an OpenAI-compatible HTTP API", [](CL
   sub.add_option("--port", o.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   sub.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' (prefer SLUICE_API_KEY or --api-key-file)");
   sub.add_option("--api-key-file", a->api_key_file, "File holding the API key (one line)");
-  sub.add_option("--queue", o.queue, "Requests that may wait behind the running one; more get 429")
+  sub.add_option("--parallel", a->parallel,
+                 "Sequences decoded together, one pass per step (default: up to 4, as the budget allows)")
+      ->check(CLI::Range(1, 256));
+  sub.add_option("--queue", o.queue, "Requests that may wait behind the running ones; more get 429")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   sub.add_option("--max-tokens", o.max_tokens, "Most completion tokens per request (and the chat default)")

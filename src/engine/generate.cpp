@@ -71,136 +71,185 @@ void PrefixCache::clear() {
   bytes_ = 0;
 }
 
-GenerateResult generate(Session& s, std::span<const int> prompt, const GenerateOptions& opt, PrefixCache* cache,
-                        const std::function<Verdict(const TokenEvent&)>& on_token) {
-  using clock = std::chrono::steady_clock;
-  if (prompt.empty()) fail("generate", "empty prompt");
-  Sampler sampler(opt.sampling);
-  GenerateResult r;
-  r.prompt_tokens = int(prompt.size());
-  auto cancelled = [&] { return opt.cancelled && opt.cancelled(); };
-  if (cancelled()) {
-    r.finish = Finish::cancelled;
-    return r;
-  }
-  if (opt.max_new_tokens <= 0) {
-    r.finish = Finish::length;
-    return r;
-  }
+Generation::Generation(Session& s, std::span<const int> prompt, const GenerateOptions& opt, PrefixCache* cache,
+                       OnToken on_token)
+    : s_(s),
+      prompt_(prompt.begin(), prompt.end()),
+      opt_(opt),
+      cache_(cache),
+      on_token_(std::move(on_token)),
+      sampler_(opt.sampling),
+      drafter_(opt.draft, opt.draft_store),
+      drafting_(opt.draft.max_tokens > 0),
+      V_(size_t(s.model().config().vocab_size)) {
+  if (prompt_.empty()) fail("generate", "empty prompt");
+  r_.prompt_tokens = int(prompt_.size());
+}
 
-  const auto t0 = clock::now();
-  std::vector<float> saved_logits;
-  size_t reused = 0;
-  if (cache)
-    reused = cache->resume(s, prompt, &saved_logits);
-  else
-    s.reset();
-  r.cached_tokens = int(reused);
-  const std::vector<float>* logits = &saved_logits;
-  if (reused < prompt.size()) {
-    const bool fed = s.prefill_chunked(prompt.subspan(reused), opt.prefill_chunk_tokens, [&](size_t done, size_t total) {
-      if (opt.prefill_progress) opt.prefill_progress(done, total);
-      return done == 0 || done == total || !cancelled();  // polled between chunks (and before the prefill, above)
-    });
-    if (!fed) {
-      r.finish = Finish::cancelled;
-      r.prefill_seconds = seconds_since(t0);
-      return r;
-    }
-    logits = &s.logits();
-    if (cache) cache->save(s, *logits);
+bool Generation::poll_cancelled() {
+  if (done() || !cancelled()) return false;
+  r_.finish = Finish::cancelled;
+  if (phase_ == Phase::decode) {
+    finish_decode();
+  } else {
+    if (started_) r_.prefill_seconds = seconds_since(t0_);
+    phase_ = Phase::done;
   }
-  r.prefill_seconds = seconds_since(t0);
+  return true;
+}
 
-  std::vector<float> lp;
-  TokenEvent ev;
-  double decode = 0;
-  const size_t V = size_t(s.model().config().vocab_size);
-  const bool drafting = opt.draft.max_tokens > 0;
-  Drafter drafter(opt.draft, opt.draft_store);
-  if (drafting) drafter.append(prompt);
-  // Reports token `id` sampled from logits row `row`; false when the generation ends there.
-  auto emit = [&](int id, const float* row) {
-    ev.id = id;
-    ev.is_stop_id = std::find(opt.stop_ids.begin(), opt.stop_ids.end(), ev.id) != opt.stop_ids.end();
-    if (opt.logprobs >= 0) {
-      log_softmax(std::span<const float>(row, V), lp);
-      ev.logprob = lp[size_t(ev.id)];
-      ev.top = top_logprobs(lp, opt.logprobs);
+void Generation::prefill_chunk() {
+  if (!prefilling()) return;
+  const std::span<const int> prompt(prompt_);
+  if (!started_) {
+    started_ = true;
+    if (cancelled()) {
+      r_.finish = Finish::cancelled;
+      phase_ = Phase::done;
+      return;
     }
-    if (++r.generated_tokens == 1) r.first_token_seconds = seconds_since(t0);
-    if (drafting) drafter.append(id);
-    Verdict v = on_token(ev);
-    if (ev.is_stop_id || v == Verdict::stop) {
-      r.finish = Finish::stop;
-      return false;
+    if (opt_.max_new_tokens <= 0) {
+      r_.finish = Finish::length;
+      phase_ = Phase::done;
+      return;
     }
-    if (v == Verdict::cancel || cancelled()) {
-      r.finish = Finish::cancelled;
-      return false;
+    t0_ = std::chrono::steady_clock::now();
+    if (cache_)
+      reused_ = cache_->resume(s_, prompt, &saved_logits_);
+    else
+      s_.reset();
+    r_.cached_tokens = int(reused_);
+    fed_ = reused_;
+    if (reused_ == prompt.size()) return start_decode(saved_logits_.data());
+    if (opt_.prefill_chunk_tokens <= 0) fail("prefill", "chunk size must be positive");
+    if (opt_.prefill_progress) opt_.prefill_progress(0, prompt.size() - reused_);
+  }
+  const size_t n = std::min(prompt.size() - fed_, size_t(opt_.prefill_chunk_tokens));
+  s_.prefill(prompt.subspan(fed_, n));
+  fed_ += n;
+  const size_t done = fed_ - reused_, total = prompt.size() - reused_;
+  if (opt_.prefill_progress) opt_.prefill_progress(done, total);
+  if (done < total) {
+    if (cancelled()) {  // polled between chunks
+      r_.finish = Finish::cancelled;
+      r_.prefill_seconds = seconds_since(t0_);
+      phase_ = Phase::done;
     }
-    if (r.generated_tokens >= opt.max_new_tokens) {
-      r.finish = Finish::length;
-      return false;
-    }
-    return true;
-  };
+    return;
+  }
+  if (cache_) cache_->save(s_, s_.logits());
+  start_decode(s_.logits().data());
+}
 
-  const float* cur = logits->data();  // the row the pending token was sampled from
-  int next = sampler.sample(std::span<const float>(cur, V));
-  r.passes = 1;
-  const uint64_t bytes0 = model_bytes_read(s.model());
-  while (emit(next, cur)) {
-    // `next` is reported and must be fed; drafts ride along in the same pass.
-    const std::vector<int> drafts = drafting ? drafter.draft(opt.max_new_tokens - r.generated_tokens - 1) : std::vector<int>{};
-    const auto ts = clock::now();
-    r.passes++;
-    r.rows += 1 + int(drafts.size());
-    if (drafts.empty()) {
-      cur = s.step(next).data();
-      decode += seconds_since(ts);
-      next = sampler.sample(std::span<const float>(cur, V));
-      continue;
-    }
-    std::vector<int> chunk{next};
-    chunk.insert(chunk.end(), drafts.begin(), drafts.end());
-    const float* rows = s.verify(chunk).data();
-    decode += seconds_since(ts);
-    r.draft_proposed += int(drafts.size());
+void Generation::start_decode(const float* logits) {
+  r_.prefill_seconds = seconds_since(t0_);
+  if (drafting_) drafter_.append(std::span<const int>(prompt_));
+  phase_ = Phase::decode;
+  cur_ = logits;
+  next_ = sampler_.sample(std::span<const float>(cur_, V_));
+  r_.passes = 1;
+  bytes0_ = model_bytes_read(s_.model());
+  if (!emit(next_, cur_)) finish_decode();
+}
+
+bool Generation::emit(int id, const float* row) {
+  ev_.id = id;
+  ev_.is_stop_id = std::find(opt_.stop_ids.begin(), opt_.stop_ids.end(), id) != opt_.stop_ids.end();
+  if (opt_.logprobs >= 0) {
+    log_softmax(std::span<const float>(row, V_), lp_);
+    ev_.logprob = lp_[size_t(id)];
+    ev_.top = top_logprobs(lp_, opt_.logprobs);
+  }
+  if (++r_.generated_tokens == 1) r_.first_token_seconds = seconds_since(t0_);
+  if (drafting_) drafter_.append(id);
+  Verdict v = on_token_(ev_);
+  if (ev_.is_stop_id || v == Verdict::stop) {
+    r_.finish = Finish::stop;
+    return false;
+  }
+  if (v == Verdict::cancel || cancelled()) {
+    r_.finish = Finish::cancelled;
+    return false;
+  }
+  if (r_.generated_tokens >= opt_.max_new_tokens) {
+    r_.finish = Finish::length;
+    return false;
+  }
+  return true;
+}
+
+const std::vector<int>& Generation::rows() {
+  // `next_` is reported and must be fed; drafts ride along in the same pass.
+  chunk_.assign(1, next_);
+  if (drafting_) {
+    const std::vector<int> drafts = drafter_.draft(opt_.max_new_tokens - r_.generated_tokens - 1);
+    chunk_.insert(chunk_.end(), drafts.begin(), drafts.end());
+  }
+  return chunk_;
+}
+
+void Generation::absorb(const float* logits, double seconds) {
+  if (phase_ != Phase::decode) fail("generate", "absorb() outside decoding");
+  decode_ += seconds;
+  r_.passes++;
+  r_.rows += int(chunk_.size());
+  const size_t drafts = chunk_.size() - 1;
+  if (drafts == 0) {
+    cur_ = logits;
+    next_ = sampler_.sample(std::span<const float>(cur_, V_));
+  } else {
+    r_.draft_proposed += int(drafts);
     // Row i holds the logits after chunk[i]; draft i is chunk[i + 1].
-    size_t keep = chunk.size();
+    size_t keep = chunk_.size();
     bool going = true;
-    for (size_t i = 0; i < drafts.size(); i++) {
-      cur = rows + i * V;
+    for (size_t i = 0; i < drafts; i++) {
+      cur_ = logits + i * V_;
       bool accepted = false;
-      next = sampler.sample_draft(std::span<const float>(cur, V), drafts[i], &accepted);
+      next_ = sampler_.sample_draft(std::span<const float>(cur_, V_), chunk_[i + 1], &accepted);
       if (!accepted) {
-        keep = i + 1;  // chunk[0..i] stand; `next` replaces draft i
+        keep = i + 1;  // chunk[0..i] stand; `next_` replaces draft i
         break;
       }
-      r.draft_accepted++;
-      if (!emit(next, cur)) {
+      r_.draft_accepted++;
+      if (!emit(next_, cur_)) {
         keep = i + 1;  // the last reported token is not fed
         going = false;
         break;
       }
     }
-    if (keep == chunk.size() && going) {
-      cur = rows + drafts.size() * V;  // every draft stood: the model's own next token
-      next = sampler.sample(std::span<const float>(cur, V));
+    if (keep == chunk_.size() && going) {
+      cur_ = logits + drafts * V_;  // every draft stood: the model's own next token
+      next_ = sampler_.sample(std::span<const float>(cur_, V_));
     }
-    if (keep < chunk.size()) {
-      const auto tr = clock::now();
-      s.keep_verified(int(keep));
-      decode += seconds_since(tr);
+    if (keep < chunk_.size()) {
+      const auto tr = std::chrono::steady_clock::now();
+      s_.keep_verified(int(keep));
+      decode_ += seconds_since(tr);
     }
-    if (!going) break;
+    if (!going) return finish_decode();
   }
-  r.decode_seconds = decode;
-  r.decode_bytes_read = model_bytes_read(s.model()) - bytes0;
-  if (opt.draft_store && drafting) opt.draft_store->add(drafter.context());  // prompt and output
-  if (cache && s.tokens().size() > prompt.size()) cache->save(s, std::span<const float>(cur, V));
-  return r;
+  if (!emit(next_, cur_)) finish_decode();
+}
+
+void Generation::finish_decode() {
+  phase_ = Phase::done;
+  r_.decode_seconds = decode_;
+  r_.decode_bytes_read = model_bytes_read(s_.model()) - bytes0_;
+  if (opt_.draft_store && drafting_) opt_.draft_store->add(drafter_.context());  // prompt and output
+  if (cache_ && s_.tokens().size() > prompt_.size()) cache_->save(s_, std::span<const float>(cur_, V_));
+}
+
+GenerateResult generate(Session& s, std::span<const int> prompt, const GenerateOptions& opt, PrefixCache* cache,
+                        const std::function<Verdict(const TokenEvent&)>& on_token) {
+  Generation g(s, prompt, opt, cache, on_token);
+  while (g.prefilling()) g.prefill_chunk();
+  while (!g.done()) {
+    const std::vector<int>& rows = g.rows();
+    const auto ts = std::chrono::steady_clock::now();
+    const float* logits = rows.size() == 1 ? s.step(rows[0]).data() : s.verify(rows).data();
+    g.absorb(logits, seconds_since(ts));
+  }
+  return g.result();
 }
 
 uint64_t model_bytes_read(const Model& m) {

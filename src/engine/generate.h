@@ -21,6 +21,7 @@
 // prompt and every token that was fed back (the last sampled token is not), and
 // the prefix cache gets a snapshot of the prompt end and of the final state.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -111,6 +112,64 @@ struct GenerateResult {
 
 // Weight bytes a model has read from storage so far: streamed spine, expert spans, embedding rows.
 uint64_t model_bytes_read(const Model& m);
+
+using OnToken = std::function<Verdict(const TokenEvent&)>;
+
+// One generation advanced a pass at a time, so that several can share passes
+// (engine/batch.h); generate() drives one alone. While prefilling(), call
+// prefill_chunk(); then, per pass until done(), feed rows() to the session
+// (one chunk: step() for one row, verify() for more; or Session::feed_together)
+// and give the pass's logits to absorb(). Whoever drives it, the tokens reported
+// and the session's final state are the same.
+class Generation {
+ public:
+  // `prompt` and `opt` are copied; the session and the cache must outlive this.
+  Generation(Session& s, std::span<const int> prompt, const GenerateOptions& opt, PrefixCache* cache,
+             OnToken on_token);
+
+  bool prefilling() const { return phase_ == Phase::prefill; }
+  bool done() const { return phase_ == Phase::done; }
+  // The first call resumes from the cache; each call feeds one prompt chunk
+  // (prefill_chunk_tokens); after the last one the first token is sampled and reported.
+  void prefill_chunk();
+  // Ends the generation (Finish::cancelled) if opt.cancelled says so; true then.
+  bool poll_cancelled();
+  // The tokens the next pass feeds: the pending token, then its drafts.
+  const std::vector<int>& rows();
+  // The logits [rows][V] of that pass (it took `seconds`): verifies the drafts,
+  // reports tokens, cuts rejected rows back. The logits need to live only during the call.
+  void absorb(const float* logits, double seconds);
+
+  Session& session() { return s_; }
+  const GenerateResult& result() const { return r_; }
+
+ private:
+  enum class Phase { prefill, decode, done };
+  void start_decode(const float* logits);
+  bool emit(int id, const float* row);  // false: the generation ends with this token
+  void finish_decode();
+  bool cancelled() const { return opt_.cancelled && opt_.cancelled(); }
+
+  Session& s_;
+  std::vector<int> prompt_;
+  GenerateOptions opt_;
+  PrefixCache* cache_;
+  OnToken on_token_;
+  Sampler sampler_;
+  Drafter drafter_;
+  GenerateResult r_;
+  Phase phase_ = Phase::prefill;
+  bool started_ = false, drafting_;
+  size_t V_, reused_ = 0, fed_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+  std::vector<float> saved_logits_, lp_;
+  TokenEvent ev_;
+  const float* cur_ = nullptr;  // the logits row the pending token was sampled from
+  int next_ = -1;               // sampled and reported, not yet fed
+  std::vector<int> chunk_;
+  double decode_ = 0;
+  uint64_t bytes0_ = 0;
+};
 
 // Runs one generation of `prompt` in `s`. `cache` may be null (then s is reset
 // first). on_token is called once per sampled token, in order.

@@ -31,6 +31,23 @@ const std::vector<float>& Session::verify(std::span<const int> tokens) {
   return logits_;
 }
 
+void Session::feed_together(std::span<Session* const> sessions, std::span<const std::vector<int>> chunks,
+                            std::vector<float>& logits) {
+  if (sessions.size() != chunks.size()) fail("feed_together", "one chunk per session");
+  if (sessions.empty()) fail("feed_together", "no sessions");
+  Model& m = sessions[0]->model_;
+  std::vector<SequenceRows> seqs;
+  for (size_t i = 0; i < sessions.size(); i++) {
+    Session& s = *sessions[i];
+    if (&s.model_ != &m) fail("feed_together", "sessions of different models");
+    s.undo_.T = 0;
+    seqs.push_back({&s.state_, chunks[i], chunks[i].size() > 1 ? &s.undo_ : nullptr});
+  }
+  forward_rows(m, seqs, Logits::All, &logits);
+  for (size_t i = 0; i < sessions.size(); i++)
+    sessions[i]->tokens_.insert(sessions[i]->tokens_.end(), chunks[i].begin(), chunks[i].end());
+}
+
 void Session::keep_verified(int keep) {
   const int drop = undo_.T - keep;
   rollback(model_, state_, undo_, keep);

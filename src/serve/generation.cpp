@@ -101,7 +101,8 @@ Ticket Server::Impl::admit() {
   if (stopping) throw shutting_down();
   count(&Counters::rejected_busy);
   ApiError e{429,
-             "The server is busy: one request is generating and " + std::to_string(opt.queue) +
+             "The server is busy: " + std::to_string(opt.parallel) + " requests are generating (--parallel) and " +
+                 std::to_string(opt.queue) +
                  " are waiting (--queue). Retry after the time in the Retry-After header.",
              "rate_limit_error", "", "server_busy"};
   throw e;
@@ -120,55 +121,62 @@ Outcome Server::Impl::run(Job& job, const std::function<bool(Piece&)>& emit, con
   Piece pending;
   Outcome out;
 
-  GenerateOptions o;
+  // Everything below that the decode thread calls lives until generate_on_decoder() returns.
+  auto r = std::make_shared<Running>();
+  Running* rp = r.get();
+  r->prompt = job.prompt;
+  GenerateOptions& o = r->opt;
   o.max_new_tokens = g.max_tokens;
   o.sampling = g.sampling;
   o.stop_ids = job.stop_ids;
   o.logprobs = g.logprobs ? g.top_logprobs : -1;
-  o.cancelled = [&] { return cancel.load() || gone(); };
+  o.cancelled = [this, rp] { return cancel.load() || rp->gone.load(); };
   o.draft = opt.draft;
   o.draft_store = &drafts;
   o.prefill_chunk_tokens = opt.prefill_chunk_tokens;
   size_t prefilled = 0;
-  o.prefill_progress = [&](size_t done, size_t total) {
+  o.prefill_progress = [this, rp, &prefilled](size_t done, size_t total) {
     if (done > prefilled) metrics.observe("sluice_rows_per_pass", double(done - prefilled));
     prefilled = done;
     if (done > 0 && opt.test_chunk_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(opt.test_chunk_delay_ms));
-    tick(done, total);
+    std::lock_guard<std::mutex> lock(rp->mu);
+    rp->progress_done = done;
+    rp->progress_total = total;
+    rp->progress_new = true;
+    rp->cv.notify_all();
   };
 
-  const ExpertStats before = model->experts ? model->experts->stats() : ExpertStats{};
-  generating = true;
-  struct Clear {
-    std::atomic<bool>& f;
-    ~Clear() { f = false; }
-  } clear{generating};
   const auto t0 = request_context().t0;
   auto last_step = Clock::now();
   bool first = true;
-  out.gen = generate(*session, job.prompt, o, cache.get(), [&](const TokenEvent& ev) {
+  double ttft = -1;
+  r->on_token = [&, rp](const TokenEvent& ev) {
     const auto now = Clock::now();
     if (first) {
-      log.ttft = std::chrono::duration<double>(now - t0).count();
-      metrics.observe("sluice_time_to_first_token_seconds", log.ttft);
+      ttft = std::chrono::duration<double>(now - t0).count();
+      metrics.observe("sluice_time_to_first_token_seconds", ttft);
       first = false;
     } else {
       metrics.observe("sluice_decode_step_seconds", std::chrono::duration<double>(now - last_step).count());
-      metrics.observe("sluice_rows_per_pass", 1);
     }
     last_step = now;
     out.token_ids.push_back(ev.id);
     Verdict v = reply.push(ev, pending);
     if (pending.has_text()) {
-      bool ok = emit(pending);
+      std::lock_guard<std::mutex> lock(rp->mu);
+      rp->pieces.push_back(std::move(pending));
       pending = Piece{};
-      if (!ok) return Verdict::cancel;
+      rp->cv.notify_all();
     }
-    tick(0, 0);
+    if (rp->gone) return Verdict::cancel;
     return v;
-  });
-  if (model->experts) out.experts = minus(model->experts->stats(), before);
+  };
+  generate_on_decoder(r, emit, gone, tick);
+  if (ttft >= 0) log.ttft = ttft;
+  if (r->error) std::rethrow_exception(r->error);
+  out.gen = r->result;
+  if (model->experts) out.experts = minus(r->experts_after, r->experts_before);
   if (out.gen.finish != Finish::cancelled) reply.finish(pending);
   out.tool_calls = reply.tool_calls();
   out.reasoning_tokens = reply.reasoning_tokens();
@@ -313,12 +321,7 @@ void Server::Impl::complete(httplib::Response& res, Job& job, Ticket ticket, int
     for (auto& t : p.logprobs) lps.push_back(std::move(t));
   };
   Outcome out;
-  try {
-    out = run(job, [&](Piece& p) { take(p); return true; }, gone, [](size_t, size_t) {});
-  } catch (...) {
-    session->reset();  // a failed forward pass may have left the state half-advanced
-    throw;
-  }
+  out = run(job, [&](Piece& p) { take(p); return true; }, gone, [](size_t, size_t) {});
   record(out, t0);
   if (out.gen.finish == Finish::cancelled) {
     if (cancel) throw shutting_down();
@@ -447,7 +450,6 @@ bool Server::Impl::stream_body(StreamJob& st, httplib::DataSink& sink) {
     };
     out = run(st.job, [&](Piece& p) { return send_piece(p, nullptr) && !gone(); }, gone, tick);
   } catch (const std::exception& e) {
-    session->reset();
     count(&Counters::failed);
     log.outcome = "failed";
     std::fprintf(stderr, "sluice serve: streaming %s: %s\n", h.id.c_str(), e.what());

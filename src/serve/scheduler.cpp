@@ -23,7 +23,7 @@ void Ticket::leave() {
 
 std::optional<Ticket> Scheduler::join() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (closed_ || line_.size() >= size_t(max_waiting_) + 1) return std::nullopt;
+  if (closed_ || line_.size() >= size_t(max_waiting_) + size_t(running_)) return std::nullopt;
   uint64_t id = next_id_++;
   line_.push_back(id);
   return Ticket(this, id);
@@ -44,9 +44,17 @@ size_t Scheduler::in_line() const {
   return line_.size();
 }
 
+size_t Scheduler::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return line_.size() > size_t(running_) ? line_.size() - size_t(running_) : 0;
+}
+
 bool Scheduler::wait_front(uint64_t id, std::chrono::milliseconds slice) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, slice, [&] { return !line_.empty() && line_.front() == id; });
+  return cv_.wait_for(lock, slice, [&] {
+    const size_t n = std::min(line_.size(), size_t(running_));
+    return std::find(line_.begin(), line_.begin() + ptrdiff_t(n), id) != line_.begin() + ptrdiff_t(n);
+  });
 }
 
 void Scheduler::leave(uint64_t id) {

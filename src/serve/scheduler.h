@@ -1,10 +1,10 @@
-// serve/scheduler.h — one generation at a time; the rest wait in arrival order.
+// serve/scheduler.h — up to `running` generations at a time; the rest wait in arrival order.
 //
-// The model is not thread-safe and a K3 decode step uses the whole machine, so
-// requests take turns: join() gives a place in line, or refuses when `capacity`
-// (1 running + max_waiting) places are taken, which the server answers with
-// 429. The front of the line is the one that may use the model. A Ticket leaves
-// the line when destroyed, whether it ran, gave up waiting, or its client left.
+// The server decodes at most --parallel N sequences together (serve/decoder.h),
+// so requests take turns: join() gives a place in line, or refuses when
+// `capacity` (N running + max_waiting) places are taken, which the server
+// answers with 429. The first N of the line may generate. A Ticket leaves the
+// line when destroyed, whether it ran, gave up waiting, or its client left.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -27,7 +27,7 @@ class Ticket {
   Ticket& operator=(const Ticket&) = delete;
   ~Ticket() { leave(); }
 
-  // Waits up to `slice` for this ticket to reach the front; true once it has.
+  // Waits up to `slice` for this ticket to reach the front (the first `running`); true once it has.
   bool wait_turn(std::chrono::milliseconds slice);
   void leave();
   bool valid() const { return s_ != nullptr; }
@@ -39,7 +39,7 @@ class Ticket {
 
 class Scheduler {
  public:
-  explicit Scheduler(int max_waiting) : max_waiting_(max_waiting) {}
+  explicit Scheduler(int max_waiting, int running = 1) : max_waiting_(max_waiting), running_(running) {}
 
   // A place at the back of the line; nullopt when the line is full or closed.
   std::optional<Ticket> join();
@@ -48,14 +48,16 @@ class Scheduler {
   bool closed() const;
 
   size_t in_line() const;  // running + waiting
+  size_t waiting() const;  // in line behind the running ones
   int max_waiting() const { return max_waiting_; }
+  int max_running() const { return running_; }
 
  private:
   friend class Ticket;
   bool wait_front(uint64_t id, std::chrono::milliseconds slice);
   void leave(uint64_t id);
 
-  const int max_waiting_;
+  const int max_waiting_, running_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<uint64_t> line_;

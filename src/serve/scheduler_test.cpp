@@ -70,5 +70,20 @@ TEST(Scheduler, ThreadsRunOneAtATimeInArrivalOrder) {
   EXPECT_EQ(s.in_line(), 0u);
 }
 
+TEST(Scheduler, TheFirstNRunTogetherAndTheQueueWaitsBehindThem) {
+  Scheduler s(1, 3);
+  std::optional<Ticket> a = s.join(), b = s.join(), c = s.join(), d = s.join();
+  ASSERT_TRUE(a && b && c && d);
+  EXPECT_FALSE(s.join());  // 3 running + 1 waiting
+  EXPECT_TRUE(a->wait_turn(milliseconds(0)));
+  EXPECT_TRUE(b->wait_turn(milliseconds(0)));
+  EXPECT_TRUE(c->wait_turn(milliseconds(0)));
+  EXPECT_FALSE(d->wait_turn(milliseconds(0)));
+  EXPECT_EQ(s.waiting(), 1u);
+  b.reset();  // one leaves: the next one runs at once
+  EXPECT_TRUE(d->wait_turn(milliseconds(0)));
+  EXPECT_EQ(s.waiting(), 0u);
+}
+
 }  // namespace
 }  // namespace sluice::serve

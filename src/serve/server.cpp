@@ -21,7 +21,7 @@ const char* server_version() {
 }
 
 Server::Impl::Impl(ServerOptions o)
-    : opt(std::move(o)), sched(opt.queue), id_rng(std::random_device{}() ^ uint64_t(unix_now())) {
+    : opt(std::move(o)), sched(opt.queue, std::max(opt.parallel, 1)), id_rng(std::random_device{}() ^ uint64_t(unix_now())) {
   lim.model_id = opt.model_id;
   lim.max_tokens = opt.max_tokens;
   lim.lenient = opt.lenient;
@@ -32,12 +32,13 @@ Server::Impl::Impl(ServerOptions o)
 void Server::Impl::attach(Model& m, const text::Tokenizer& t) {
   model = &m;
   tok = &t;
-  session = std::make_unique<Session>(m);
   if (opt.saved_states > 0)
     opt.state_cache_bytes = std::min<uint64_t>(opt.state_cache_bytes, m.plan.state_reserve /
-                                                                           uint64_t(1 + opt.saved_states) *
+                                                                           uint64_t(opt.parallel + opt.saved_states) *
                                                                            uint64_t(opt.saved_states));
   cache = std::make_unique<PrefixCache>(opt.state_cache_bytes);
+  batch = std::make_unique<Batch>(m, opt.parallel, cache.get());
+  decoder = std::thread([this] { decode_loop(); });
   if (opt.model_id.empty()) opt.model_id = basename_of(m.ck.dir);
   lim.model_id = opt.model_id;
   lim.vocab_size = m.config().vocab_size;
@@ -283,6 +284,7 @@ void Server::Impl::routes() {
 
 Server::Server(ServerOptions opt) : impl_(std::make_unique<Impl>(std::move(opt))) {
   if (impl_->opt.queue < 0) fail("serve", "--queue must be >= 0");
+  if (impl_->opt.parallel < 1) fail("serve", "--parallel must be >= 1");
   if (impl_->opt.max_tokens < 1) fail("serve", "--max-tokens must be >= 1");
   if (impl_->opt.max_prompt_tokens < 1) fail("serve", "--max-prompt-tokens must be >= 1");
 }

@@ -8,15 +8,16 @@
 // body's media type (application/json), and then reads the body decoded
 // (chunked, gzip) up to --max-request-bytes.
 // Generation requests are checked (serve/request.h), tokenized, then take their
-// turn on the one model (serve/scheduler.h): a full line is answered 429 with
-// Retry-After. Replies are one JSON object, or SSE events when `stream` is set
+// turn (serve/scheduler.h): up to --parallel N generate together, decoded by one
+// thread in shared passes (engine/batch.h); --queue more wait; a full line is
+// answered 429 with Retry-After. Replies are one JSON object, or SSE events when `stream` is set
 // (with `: ping` comments while the prompt is prefilled or a step is slow). A
 // client that disconnects, while waiting or while its reply is generated, is
 // noticed between prefill chunks and decode steps and its generation is cancelled.
 //
-// The server keeps the last states of the one Session it drives in a
-// PrefixCache: a request whose prompt extends a saved state (a chat's next turn)
-// only prefills the new tokens.
+// The server keeps the last states of its N sessions in a PrefixCache: a
+// request whose prompt extends a saved state (a chat's next turn) only
+// prefills the new tokens.
 //
 // Every request ends in one log line on stderr (serve/request_log.h).
 //
@@ -44,15 +45,17 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;         // 0: any free port (see Server::port())
   std::string api_key;     // empty: no key needed
-  int queue = 4;           // requests that may wait behind the running one
+  int parallel = 1;        // sequences decoded together (one pass per step; serve/decoder.cpp)
+  int queue = 4;           // requests that may wait behind the running ones
   int max_tokens = 4096;   // completion tokens per request: the cap and the chat default
   int max_prompt_tokens = 32768;  // prompt tokens per request (far below K3's context: prefill is slow)
   size_t max_request_bytes = 8u << 20;  // the decoded body
   std::string model_id;    // the name clients must send; empty: the model directory's name
   uint64_t state_cache_bytes = 2ull << 30;  // prefix states kept for reuse
-  // Prefix states the memory plan reserved room for (ModelOptions::saved_states):
-  // when > 0, the prefix cache holds at most that share of the plan's state
-  // reserve, so it stays inside --ram-budget. 0: state_cache_bytes alone.
+  // Prefix states the memory plan reserved room for besides the `parallel` live
+  // ones (ModelOptions::saved_states = saved_states + parallel - 1): when > 0,
+  // the prefix cache holds at most that share of the plan's state reserve, so
+  // it stays inside --ram-budget. 0: state_cache_bytes alone.
   int saved_states = 0;
   bool lenient = true;     // ignore known vendor fields (serve/request.h)
   bool log_json = false;   // request log lines as JSON

@@ -1,6 +1,7 @@
 // serve/server_impl.h — the server's state, shared by its parts (internal to serve/):
 //   server.cpp      construction, binding, routes, the checks before any work, the request log
 //   generation.cpp  one generation request: checks, its turn, the run, the reply (whole or SSE)
+//   decoder.cpp     the decode thread: the one user of the model, --parallel N generations together
 //   stats.cpp       counters, /health and /metrics
 #pragma once
 #include <httplib.h>
@@ -11,6 +12,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,6 +21,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/batch.h"
 #include "engine/generate.h"
 #include "serve/api.h"
 #include "serve/conn_watch.h"
@@ -114,6 +118,29 @@ struct SharedReply {
   std::atomic<bool> owner_gone{false};
 };
 
+// One generation handed from its request's thread to the decode thread. The
+// decode thread runs on_token (text, stop sequences: cheap and in order, so a
+// stop ends the generation on the very token it does alone) and queues the
+// text; the request's thread writes it to the client, so a slow client never
+// holds up the others' pass.
+struct Running {
+  std::vector<int> prompt;
+  GenerateOptions opt;
+  OnToken on_token;
+  std::atomic<bool> gone{false};  // set by the request's thread: its client left (polled by opt.cancelled)
+
+  // Decode thread -> request thread.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Piece> pieces;
+  size_t progress_done = 0, progress_total = 0;
+  bool progress_new = false;
+  bool done = false;
+  GenerateResult result;
+  std::exception_ptr error;
+  ExpertStats experts_before, experts_after;  // the source's counters around it (others' reads included)
+};
+
 struct Server::Impl {
   ServerOptions opt;
   Limits lim;
@@ -122,8 +149,9 @@ struct Server::Impl {
   // Set once by attach(); read after `ready` is seen true.
   Model* model = nullptr;
   const text::Tokenizer* tok = nullptr;
-  std::unique_ptr<Session> session;  // used only by the holder of the scheduler's front ticket
+  // Owned by the decode thread (decoder.cpp) once it runs.
   std::unique_ptr<PrefixCache> cache;
+  std::unique_ptr<Batch> batch;
   DraftStore drafts;  // recent outputs, drafted from by later requests
   std::atomic<bool> ready{false};
   std::string loading_phase = "starting";  // guarded by mu
@@ -151,8 +179,25 @@ struct Server::Impl {
   } counters;
   std::map<std::string, std::shared_ptr<SharedReply>> running;  // non-streaming requests by dedup key
 
+  // The decode thread and its inbox (decoder.cpp).
+  std::thread decoder;
+  std::mutex inbox_mu;
+  std::condition_variable inbox_cv;
+  std::deque<std::shared_ptr<Running>> inbox;
+  bool decoder_stop = false;
+  std::atomic<int> active{0};  // generations in the batch
+  Batch::Stats batch_stats;    // guarded by mu: the batch's, after its latest step
+
   explicit Impl(ServerOptions o);
+  ~Impl();
   void attach(Model& m, const text::Tokenizer& t);
+
+  void decode_loop();
+  void start(const std::shared_ptr<Running>& r);  // decode thread: into the batch
+  // Request thread: hands `r` to the decode thread and relays its pieces and
+  // progress (emit, tick) until it is done; gone() is polled meanwhile.
+  void generate_on_decoder(const std::shared_ptr<Running>& r, const std::function<bool(Piece&)>& emit,
+                           const std::function<bool()>& gone, const std::function<void(size_t, size_t)>& tick);
 
   std::string new_id(const char* prefix) {
     std::lock_guard<std::mutex> lock(mu);
@@ -195,11 +240,11 @@ struct Server::Impl {
 
   int retry_after_seconds() const {
     std::lock_guard<std::mutex> lock(mu);
-    double s = counters.seconds_per_job * double(opt.queue + 1);
+    double s = counters.seconds_per_job * double(opt.queue + opt.parallel) / double(opt.parallel);
     return int(std::clamp(std::ceil(s), 1.0, 3600.0));
   }
 
-  // Runs one generation with the model (the caller holds the front ticket).
+  // Runs one generation with the model (the caller holds a running ticket), on the decode thread.
   // emit() gets each piece of text as it becomes final; it returns false when
   // the client is gone, and so does gone(). tick(done, total) is called after each
   // prefill chunk (prompt tokens) and each token (0, 0), for keep-alive pings and

@@ -17,6 +17,14 @@ void Server::Impl::declare_metrics() {
   m.counter("sluice_expert_cache_hits_total", "Expert spans served from the RAM cache.");
   m.gauge("sluice_queue_depth", "Requests waiting for the model.");
   m.gauge("sluice_generating", "1 while a generation runs.");
+  m.gauge("sluice_parallel", "Sequences the server decodes together at most (--parallel).");
+  m.gauge("sluice_active_sequences", "Generations being prefilled or decoded now.");
+  m.counter("sluice_decode_passes_total", "Decode passes (each over the rows of every decoding sequence).");
+  m.counter("sluice_decode_rows_total", "Rows of those passes (each sequence's next token and its drafts).");
+  m.counter("sluice_draft_proposed_total", "Draft tokens verified.");
+  m.counter("sluice_draft_accepted_total", "Draft tokens accepted.");
+  m.counter("sluice_weight_bytes_read_total",
+            "Weight bytes read from storage by the model (streamed spine, experts, embedding rows).");
   m.gauge("sluice_model_loaded", "1 once the model is loaded.");
   m.gauge("sluice_state_cache_bytes", "Bytes held by saved prefix states.");
   m.gauge("sluice_uptime_seconds", "Seconds since the server started.");
@@ -43,9 +51,6 @@ void Server::Impl::record(const Outcome& out, Clock::time_point t0) {
     c.completion_tokens += uint64_t(out.gen.generated_tokens);
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     c.seconds_per_job = 0.8 * c.seconds_per_job + 0.2 * s;
-    c.cache_entries = cache->entries();
-    c.cache_bytes = cache->bytes();
-    if (model->experts) c.experts = model->experts->stats();  // read by the model's one user
   }
   if (out.gen.finish == Finish::cancelled) metrics.add("sluice_requests_cancelled_total", 1);
   metrics.add("sluice_prompt_tokens_total", out.gen.prompt_tokens);
@@ -59,9 +64,10 @@ void Server::Impl::record(const Outcome& out, Clock::time_point t0) {
 }
 
 std::string Server::Impl::metrics_text() {
-  size_t in_line = sched.in_line();
-  metrics.set("sluice_queue_depth", double(in_line > 0 ? in_line - 1 : 0));
+  metrics.set("sluice_queue_depth", double(sched.waiting()));
   metrics.set("sluice_generating", generating ? 1 : 0);
+  metrics.set("sluice_parallel", double(opt.parallel));
+  metrics.set("sluice_active_sequences", double(active.load()));
   metrics.set("sluice_model_loaded", ready ? 1 : 0);
   metrics.set("sluice_uptime_seconds", seconds_since(t_started));
   {
@@ -82,7 +88,6 @@ json Server::Impl::stats() const {
             {"version", server_version()},
             {"uptime_seconds", uptime}};
   const Counters& c = counters;
-  size_t in_line = sched.in_line();
   bool busy = generating.load();
   json j = {
       {"status", stopping ? "stopping" : "ok"},
@@ -92,8 +97,18 @@ json Server::Impl::stats() const {
       {"device", "cpu"},
       {"context_length", lim.context_length},
       {"generating", busy},
-      {"waiting", in_line > 0 ? in_line - 1 : 0},
+      {"waiting", sched.waiting()},
       {"queue_limit", opt.queue},
+      {"parallel", opt.parallel},
+      {"active_sequences", active.load()},
+      {"decode",
+       {{"passes", batch_stats.passes},
+        {"rows", batch_stats.rows},
+        {"tokens", batch_stats.tokens},
+        {"rows_per_pass", batch_stats.passes ? double(batch_stats.rows) / double(batch_stats.passes) : 0.0},
+        {"tokens_per_pass", batch_stats.passes ? double(batch_stats.tokens) / double(batch_stats.passes) : 0.0},
+        {"draft_proposed", batch_stats.draft_proposed},
+        {"draft_accepted", batch_stats.draft_accepted}}},
       {"requests",
        {{"received", c.requests},
         {"completed", c.completed},
