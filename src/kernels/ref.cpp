@@ -52,6 +52,40 @@ void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int col
     matvec_mxfp4(packed, scale, rows, cols, X + size_t(t) * cols, Y + size_t(t) * rows);
 }
 
+namespace {
+float int8_scale(const uint8_t* row, int g) {
+  float s;
+  std::memcpy(&s, row + 4 * size_t(g), 4);
+  return s;
+}
+}  // namespace
+
+void matvec_int8(const uint8_t* W, int rows, int cols, const float* x, float* y) {
+  const int groups = int8_groups(cols);
+  for (int r = 0; r < rows; r++) {
+    const uint8_t* row = W + uint64_t(r) * int8_row_bytes(cols);
+    const int8_t* q = reinterpret_cast<const int8_t*>(row + 4 * size_t(groups));
+    float acc = 0.0f;
+    for (int g = 0; g < groups; g++) {
+      const int c0 = g * kInt8Group, c1 = std::min(cols, c0 + kInt8Group);
+      float part = 0.0f;
+      for (int c = c0; c < c1; c++) part += float(q[c]) * x[c];
+      acc += part * int8_scale(row, g);
+    }
+    y[r] = acc;
+  }
+}
+
+void matmul_int8(const uint8_t* W, int rows, int cols, const float* X, int n, float* Y) {
+  for (int t = 0; t < n; t++) matvec_int8(W, rows, cols, X + size_t(t) * cols, Y + size_t(t) * rows);
+}
+
+void dequant_int8_row(const uint8_t* W, int cols, int r, float* out) {
+  const uint8_t* row = W + uint64_t(r) * int8_row_bytes(cols);
+  const int8_t* q = reinterpret_cast<const int8_t*>(row + 4 * size_t(int8_groups(cols)));
+  for (int c = 0; c < cols; c++) out[c] = float(q[c]) * int8_scale(row, c / kInt8Group);
+}
+
 float rms_inv(const float* x, int n, float eps) {
   float ss = 0.0f;
   for (int i = 0; i < n; i++) ss += x[i] * x[i];

@@ -23,6 +23,19 @@ void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int col
 // Dequantizes row r of an MXFP4 matrix into `out` (cols floats). Exact.
 void dequant_mxfp4_row(const uint8_t* packed, const uint8_t* scale, int cols, int r, float* out);
 
+// int8 with per-group fp32 scales (the int8 spine, pack/int8.h): W is rows
+// of int8_row_bytes(cols) bytes, each fp32 scale[int8_groups(cols)] then
+// int8 q[cols]; W[r,c] = q[c] · scale[c / kInt8Group]. A row's sum is, per
+// group in order, (Σ_c q·x in FP32) · scale, added to the row's total.
+// Rows and scales need no alignment.
+constexpr int kInt8Group = 128;
+inline int int8_groups(int cols) { return (cols + kInt8Group - 1) / kInt8Group; }
+inline uint64_t int8_row_bytes(int cols) { return uint64_t(cols) + 4 * uint64_t(int8_groups(cols)); }
+void matvec_int8(const uint8_t* W, int rows, int cols, const float* x, float* y);
+void matmul_int8(const uint8_t* W, int rows, int cols, const float* X, int n, float* Y);
+// Row r of an int8 matrix as floats (exact).
+void dequant_int8_row(const uint8_t* W, int cols, int r, float* out);
+
 // y = w ⊙ x / sqrt(mean(x²) + eps). y may alias x.
 void rmsnorm(const float* x, const float* w, int n, float eps, float* y);
 // 1 / sqrt(mean(x²) + eps)
