@@ -1,71 +1,167 @@
-// sluice plan — what the engine would keep in RAM for DIR under a budget, what
-// a token would read, and the I/O floor of a decode step.
-//   sluice plan --model DIR --ram 64G --disk-gbps 7 [--spine bf16|lossless] [--hit-rate H]
-// The plan is plan_memory()'s (k3/model.h), the one open_model() follows.
+// sluice plan — what the engine would keep in RAM for a model under a budget,
+// what a decode step would read and compute, and the seconds per token that
+// follow from this machine's kernels and the given disk.
+//   sluice plan --model DIR | --preset k3  [--ram 64G] [--disk-gbps 7]
+//               [--spine bf16|lossless|int8] [--cores N] [--hit-rate H]
+// The plan is plan_memory()'s (k3/model.h), the one open_model() follows; for
+// --preset k3 it runs on K3's shipped config (k3/k3_config.h) with no weights.
+//
+// Projection: the spine streams through a ring that a loader thread keeps
+// ahead of the computation, and a layer's routed experts are read in
+// parallel, each computed as it lands (a k3-slice bench with the spine
+// resident read 0.81 GB of experts and computed 8 GB of spine in a 1.26 s
+// step), so reading and computing overlap: a step takes the larger of the
+// I/O floor (every byte / disk rate: one disk serves both) and the compute
+// floor. docs/benchmarks.md compares it with `bench`.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "base/bytes.h"
+#include "base/error.h"
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "cli/spine_option.h"
-#include "cli/token_list.h"
+#include "io/span_reader.h"
+#include "k3/k3_config.h"
 #include "k3/model.h"
+#include "kernels/rate_probe.h"
+#include "kernels/threads.h"
+#include "pack/pack.h"
 
 namespace sluice::cli {
 namespace {
 
+// The lossless pack's size on nanoK3's trained spine (docs/packs.md: 0.665 of
+// the bf16 bytes; synthetic k3-slice weights pack smaller, ~0.63, and are not
+// what a real K3 would give).
+constexpr double kLosslessRatio = 0.665;
+
 struct PlanArgs {
-  std::string model, ram, spine;
-  double disk_gbps = 7, hit_rate = 0;
-  int max_context = 4096;
+  std::string model, preset, ram, spine, reserve;
+  double disk_gbps = 7, hit_rate = 0, lossless_ratio = kLosslessRatio, probe_seconds = 0.6;
+  int max_context = 4096, cores = 0, chunk_tokens = 256;
 };
 
-double gb(uint64_t b) { return double(b) / 1e9; }
+double gb(double b) { return b / 1e9; }
 
 int run_plan(const PlanArgs& a) {
-  const Checkpoint ck = open_checkpoint(a.model);
+  if (a.model.empty() == a.preset.empty()) fail("plan", "give either --model DIR or --preset k3");
+  if (!a.spine.empty() && parse_spine_format(a.spine) == SpineFormat::int8)
+    fail("plan", "--spine int8: int8 pack sizes are not available yet (the int8 spine is not merged)");
+  const Checkpoint ck = a.preset.empty() ? open_checkpoint(a.model) : layout_checkpoint(k3_config(), "Kimi K3");
   ModelOptions o;
   o.ram_budget = a.ram.empty() ? 0 : parse_byte_size(a.ram, "--ram");
   o.spine = a.spine;
   o.max_context = a.max_context;
-  Spine spine(ck, o.spine_chunk_bytes, open_spine_pack(ck, o.spine));
+  o.whole_process = true;  // as `run` plans: the budget holds the whole process
+  o.chunk_tokens = a.chunk_tokens;
+  if (!a.reserve.empty()) o.extra_bytes = parse_byte_size(a.reserve, "--reserve");
+  // The spine as the engine would bind it: the checkpoint's lossless pack when
+  // there (and not --spine bf16); a modelled one (every block lossless_ratio
+  // of its bf16 bytes) when lossless is asked for and there is no pack.
+  std::shared_ptr<const Pack> pack = layout_only(ck) ? nullptr : open_spine_pack(ck, a.spine == "lossless" ? "" : a.spine);
+  std::string spine_what = pack ? "lossless pack " + pack->path : "bf16";
+  if (!pack && a.spine == "lossless") {
+    const Spine bf16(ck, o.spine_chunk_bytes);
+    pack = std::make_shared<const Pack>(modelled_pack(bf16.matrix_sources(), a.lossless_ratio));
+    char what[160];
+    std::snprintf(what, sizeof what, "lossless, modelled at %.3f of bf16 (%s)", a.lossless_ratio,
+                  a.lossless_ratio == kLosslessRatio ? "measured on nanoK3's trained spine" : "--lossless-ratio");
+    spine_what = what;
+  }
+  Spine spine(ck, o.spine_chunk_bytes, pack);
   const MemoryPlan p = plan_memory(ck, spine, o);
   const ModelConfig& c = ck.config;
-  uint64_t streamed = 0, total_read = 0;
+
+  // What one decode step reads, by class, and pushes through each kernel.
+  double layers_read = 0, head_read = 0, spine_full_read = 0, bf16_bytes = 0, decoded = 0;
   for (int i = 0; i < spine.piece_count(); i++) {
-    total_read += spine.piece_read_bytes(i);
-    if (!p.resident_pieces[size_t(i)]) streamed += spine.piece_read_bytes(i);
+    const double read = double(spine.piece_read_bytes(i)), raw = double(spine.piece_bytes(i));
+    spine_full_read += read;
+    bf16_bytes += raw;
+    if (p.resident_pieces[size_t(i)]) continue;
+    (spine.piece_is_head(i) ? head_read : layers_read) += read;
+    if (spine.pack()) decoded += raw;
   }
   int moe = 0;
   for (int l = 0; l < c.num_hidden_layers; l++) moe += c.is_moe_layer(l) && c.num_experts > 0;
-  const double experts = double(moe) * c.num_experts_per_token * double(c.expert_span_bytes()) * (1.0 - a.hit_rate);
+  bf16_bytes += double(moe) * c.num_experts * c.hidden_size * 2;  // the routers (resident, computed every step)
+  const double span = double(SpanReader::direct_bytes(0, c.expert_span_bytes()));
+  const double touched = double(moe) * c.num_experts_per_token;
+  const double expert_read = touched * (1.0 - a.hit_rate) * span;
   const double embed = double(c.hidden_size) * 2;
-  const double per_token = double(streamed) + experts + embed;
-  std::printf("model        %s (%d layers, %d MoE, top-%d of %d experts)\n", a.model.c_str(), c.num_hidden_layers, moe,
-              c.num_experts_per_token, c.num_experts);
-  std::printf("spine        %s: %.3f GB to read in full%s\n", spine.pack() ? "lossless pack" : "bf16 shards",
-              gb(total_read), spine.pack() ? "" : " (bf16)");
-  std::printf("budget       %.3f GB (working minimum %.3f GB)\n", gb(p.budget), gb(p.minimum));
+  const double io_bytes = layers_read + head_read + expert_read + embed;
+  const double io_floor = io_bytes / (a.disk_gbps * 1e9);
+
+  kernels::KernelRates r = kernels::measure_kernel_rates(a.cores > 0 ? 1 : 0, a.probe_seconds);
+  const int cores = a.cores > 0 ? a.cores : r.threads;
+  const double scale = a.cores > 0 ? double(a.cores) : 1.0;  // per-core rates times N cores
+  const double bf16_s = bf16_bytes / (r.bf16_gbps * scale * 1e9);
+  const double mxfp4_s = touched * double(c.expert_span_bytes()) / (r.mxfp4_gbps * scale * 1e9);
+  const double decode_s = decoded / (r.decode_gbps * scale * 1e9);
+  const double compute_floor = bf16_s + mxfp4_s + decode_s;
+  const double projected = std::max(io_floor, compute_floor);
+
+  const double all_experts = double(moe) * c.num_experts;
+  const double slots = std::min(all_experts, std::floor(double(p.expert_cache) / std::max(1.0, double(SpanReader::direct_capacity(c.expert_span_bytes())))));
+  std::printf("model        %s%s: %d layers (%d MoE), top-%d of %d experts, expert %.1f MB\n",
+              layout_only(ck) ? "Kimi K3, config shipped in src/k3/k3_config.cpp (docs/k3-spec.md §1)" : ck.dir.c_str(),
+              layout_only(ck) ? ", no weights" : "", c.num_hidden_layers, moe, c.num_experts_per_token, c.num_experts,
+              double(c.expert_span_bytes()) / 1e6);
+  std::printf("spine        %s: %.3f GB to read in full, %.3f GB in RAM\n", spine_what.c_str(), gb(spine_full_read),
+              gb(double(p.spine_total)));
+  std::printf("budget       %.3f GB (working minimum %.6f GB; process baseline and working buffers %.3f GB)\n",
+              gb(double(p.budget)), gb(double(p.minimum)), gb(double(p.baseline + p.working)));
   std::printf("resident     %.3f GB of spine (%s), %.3f GB vectors and routers, %.3f GB sequence state\n",
-              gb(p.spine_resident_bytes), p.spine_resident ? "all of it" : "part", gb(p.fixed), gb(p.state_reserve));
-  std::printf("ring         %.3f GB\n", gb(p.ring));
-  std::printf("expert cache %.3f GB (+ %.3f GB in-flight buffers)\n", gb(p.expert_cache), gb(p.expert_buffers));
-  std::printf("per token    spine %.3f GB, experts %.3f GB (hit rate %.2f), embedding %.6f GB\n", gb(streamed),
-              experts / 1e9, a.hit_rate, embed / 1e9);
-  std::printf("I/O floor    %.6f s/token at %.2f GB/s\n", per_token / (a.disk_gbps * 1e9), a.disk_gbps);
+              gb(double(p.spine_resident_bytes)), p.spine_resident ? "all of it" : "part", gb(double(p.fixed)),
+              gb(double(p.state_reserve)));
+  std::printf("ring         %.3f GB\n", gb(double(p.ring)));
+  std::printf("expert cache %.3f GB: %.0f of %.0f experts (%.2f %%), + %.3f GB in-flight buffers\n",
+              gb(double(p.expert_cache)), slots, all_experts, 100.0 * slots / std::max(all_experts, 1.0),
+              gb(double(p.expert_buffers)));
+  std::printf("per token    spine streamed %.3f GB, head streamed %.3f GB, experts %.3f GB (%.0f of %.0f read at "
+              "hit rate %.2f), embedding row %.6f GB\n",
+              gb(layers_read), gb(head_read), gb(expert_read), touched * (1.0 - a.hit_rate), touched, a.hit_rate,
+              gb(embed));
+  std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", io_floor, gb(io_bytes), a.disk_gbps);
+  std::printf("kernels      %s %d core%s: bf16 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, lossless decode %.2f GB/s\n",
+              a.cores > 0 ? "one core's rates measured here (its CPU time), times" : "measured here now (wall time) on",
+              cores, cores == 1 ? "" : "s",
+              r.bf16_gbps * scale, r.mxfp4_gbps * scale, r.decode_gbps * scale);
+  std::printf("compute floor %.3f s per token: bf16 %.3f GB (%.3f s), experts %.3f GB (%.3f s), decode %.3f GB (%.3f s)\n",
+              compute_floor, gb(bf16_bytes), bf16_s, gb(touched * double(c.expert_span_bytes())), mxfp4_s,
+              gb(decoded), decode_s);
+  std::printf(projected >= 0.1 ? "projected    %.3f s/token (%s: reads and compute overlap, the larger floor sets the pace)\n"
+                                : "projected    %.6f s/token (%s: reads and compute overlap, the larger floor sets the pace)\n",
+              projected, io_floor >= compute_floor ? "I/O-bound" : "compute-bound");
   return 0;
 }
 
-Command reg("plan", "What the engine would keep resident and read per token, and the I/O floor of a step",
+Command reg("plan", "What the engine would keep resident, read and compute per token, and its seconds per token",
             [](CLI::App& sub, Action* action) {
               auto a = std::make_shared<PlanArgs>();
-              sub.add_option("--model", a->model, "Model directory")->required();
+              auto* model = sub.add_option("--model", a->model, "Model directory");
+              sub.add_option("--preset", a->preset, "A known model instead of a directory: k3 (Kimi K3, no weights needed)")
+                  ->check(CLI::IsMember({"k3"}))
+                  ->excludes(model);
               sub.add_option("--ram", a->ram, "RAM budget, e.g. 64G (default: 3/4 of this machine's RAM)");
               sub.add_option("--disk-gbps", a->disk_gbps, "Disk read bandwidth in GB/s")->check(CLI::PositiveNumber);
+              sub.add_option("--cores", a->cores, "Project for N cores (per-core kernel rates measured here, times N)")
+                  ->check(CLI::Range(1, 4096));
               sub.add_option("--hit-rate", a->hit_rate, "Expected expert-cache hit rate")->check(CLI::Range(0.0, 1.0));
+              sub.add_option("--lossless-ratio", a->lossless_ratio,
+                             "Packed / bf16 bytes when modelling a lossless pack that is not there (default: nanoK3's)")
+                  ->check(CLI::Range(0.05, 1.0));
+              sub.add_option("-b,--batch-size", a->chunk_tokens, "Prompt tokens per prefill chunk, as `run` and `bench` use")
+                  ->check(CLI::Range(1, 1 << 20));
+              sub.add_option("--reserve", a->reserve, "RAM the process keeps beside the engine (bench: its probe and replay buffers)");
               sub.add_option("--max-context", a->max_context, "Context the budget reserves state for")
                   ->check(CLI::Range(1, 1 << 24));
+              sub.add_option("--probe-seconds", a->probe_seconds, "Time spent measuring the kernels")
+                  ->check(CLI::Range(0.01, 60.0));
               add_spine_option(sub, a->spine);
               *action = [a] { return run_plan(*a); };
             });

@@ -25,10 +25,11 @@ Spine::Spine(const Checkpoint& ck, uint64_t chunk_bytes, std::shared_ptr<const P
     fixed_bytes_ += t.vector_bytes;
   }
   for (const MatrixRef& r : pinned_) fixed_bytes_ += SpanReader::direct_capacity(r.span.length);
-  const TensorInfo& head = ck.tensor("lm_head.weight", DType::BF16, {c.vocab_size, c.hidden_size});
+  const FileSpan head = layout_only(ck) ? FileSpan{2 * layers_, 0, uint64_t(c.vocab_size) * uint64_t(c.hidden_size) * 2}
+                                       : ck.tensor("lm_head.weight", DType::BF16, {c.vocab_size, c.hidden_size}).span();
   head_.rows = c.vocab_size;
   head_.cols = c.hidden_size;
-  add_matrix({&head_, head.span(), false}, chunk_bytes, 2 * layers_);
+  add_matrix({&head_, head, false}, chunk_bytes, 2 * layers_);
   uint64_t decode = 0;  // the largest packed piece, decoded
   for (const Piece& p : pieces_)
     if (p.packed) decode = std::max(decode, uint64_t(p.rows) * uint64_t(matrices_[size_t(p.matrix)].view->cols) * 2);
@@ -89,6 +90,12 @@ uint64_t Spine::piece_read_bytes(int i) const {
   return SpanReader::direct_bytes(p.span.offset, p.span.length);
 }
 
+std::vector<PackSource> Spine::matrix_sources() const {
+  std::vector<PackSource> out;
+  for (const Matrix& m : matrices_) out.push_back({m.span, m.view->rows, m.view->cols});
+  return out;
+}
+
 uint64_t Spine::min_ring_bytes() const {
   std::vector<StreamItem> items;
   for (const Piece& p : pieces_) items.push_back(StreamItem{{p.span}});
@@ -97,6 +104,7 @@ uint64_t Spine::min_ring_bytes() const {
 
 void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const SpanReaderOptions& io,
                   const std::function<void(uint64_t done, uint64_t total)>& progress) {
+  if (layout_only(ck_)) fail(ck_.dir, "a checkpoint known by its config alone has no weights to read");
   if (resident.size() != pieces_.size()) fail("spine", "residency plan does not cover every piece");
   pinned_bytes_ = read_matrices(ck_, pinned_);
   resident_read_ = 0;

@@ -58,6 +58,9 @@ class Spine {
   int piece_count() const { return int(pieces_.size()); }
   uint64_t piece_bytes(int i) const;  // RAM it takes (aligned superset)
   uint64_t piece_read_bytes(int i) const;  // bytes a read of it takes from disk (packed, when from a pack)
+  bool piece_is_head(int i) const { return pieces_[size_t(i)].head; }
+  // Every matrix in pass order, where its bf16 bytes lie (what a pack would hold).
+  std::vector<PackSource> matrix_sources() const;
   // RAM that is resident whatever the plan: vectors, routers (and the decode buffer of a pack).
   uint64_t fixed_bytes() const { return fixed_bytes_; }
   // The smallest ring that streams any piece while the one before is in use.

@@ -23,13 +23,22 @@ struct Binder {
 
   enum Use { Multiplied, Indexed, Pinned };
   void matrix(const std::string& name, int64_t rows, int64_t cols, Bf16Matrix* dst, Use use = Multiplied) {
-    const TensorInfo& t = ck.tensor(prefix + name, DType::BF16, {rows, cols});
+    FileSpan span;
+    if (layout_only(ck)) {
+      // Where the config says it is: one file per unit, tensors back to back.
+      span = {layout_file, layout_at, uint64_t(rows) * uint64_t(cols) * 2};
+      layout_at += span.length;
+    } else {
+      span = ck.tensor(prefix + name, DType::BF16, {rows, cols}).span();
+    }
     dst->rows = int(rows);
     dst->cols = int(cols);
     dst->w = nullptr;
-    (use == Pinned ? found->pinned : located).push_back({dst, t.span(), use == Indexed});
+    (use == Pinned ? found->pinned : located).push_back({dst, span, use == Indexed});
   }
   std::vector<MatrixRef> located;  // multiplied or indexed, in binding order
+  int layout_file = 0;             // a layout-only checkpoint's: this unit's made-up file
+  uint64_t layout_at = 0;
 
   // Hands the located matrices on in `order` (the sublayer's use order).
   void finish(const std::vector<Bf16Matrix*>& order) {
@@ -43,6 +52,10 @@ struct Binder {
   // A vector of `n` values (or the first n of a longer one when `prefix_of`), bf16 or f32.
   std::vector<float> vec(const std::string& name, int64_t n, std::vector<int64_t> shape = {},
                          bool prefix_of = false) {
+    if (layout_only(ck)) {  // nothing to read: the plan needs only its size
+      if (found) found->vector_bytes += uint64_t(n) * sizeof(float);
+      return std::vector<float>(size_t(n), 0.0f);
+    }
     const TensorInfo& t = ck.tensor(prefix + name);
     const std::string& where = ck.shard_paths[size_t(t.shard)];
     if (shape.empty()) shape = {n};
@@ -165,6 +178,7 @@ void read_bf16_rows(const Checkpoint& ck, const TensorInfo& t, int64_t first, in
 
 void bind_layer_part(const Checkpoint& ck, int layer, LayerPart part, LayerWeights& w, UnitTensors* out) {
   Binder b{ck, "model.layers." + std::to_string(layer) + ".", out, {}};
+  b.layout_file = 2 * layer + int(part);
   const ModelConfig& c = ck.config;
   if (part == LayerPart::Attention) {
     bind_attention(b, c, layer, w);

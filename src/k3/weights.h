@@ -100,6 +100,12 @@ struct UnitTensors {
   uint64_t vector_bytes = 0;        // RAM the FP32 vectors take
 };
 
+// A checkpoint known by its config alone has no shards (open_checkpoint never
+// gives one: k3/k3_config.h's layout_checkpoint does, for `sluice plan
+// --preset`). Binding it locates each tensor at the shape the config gives it,
+// back to back in made-up files, and reads nothing; nothing can be read from it.
+inline bool layout_only(const Checkpoint& ck) { return ck.shard_paths.empty(); }
+
 // Binds the globals: embedding and head located, final norm and u_out read.
 GlobalWeights load_global_weights(const Checkpoint& ck);
 // Reads rows [first, first+count) of a bf16 [rows, cols] tensor from disk.

@@ -313,41 +313,70 @@ void decode(const uint8_t* block, size_t size, uint16_t* out, uint32_t values, c
     first[s] = stream_begin(values, s);
   }
   uint8_t* const ex = exps.data();
-  // Every stream has at least `common` symbols; 5 codes of <= 11 bits fit in
-  // the 57 bits one unaligned 8-byte load guarantees.
-  const uint32_t common = stream_begin(values, 1) - stream_begin(values, 0);
+  // Most exponent codes are 2-4 bits, so one lookup can decode several: a
+  // second table gives, for the next kLutBits bits, every code that lies
+  // wholly within them, up to 3: entry = symbols (bytes 0-2) | bits used << 24
+  // | symbols decoded << 28. (The bits past the window are unknown; a code is
+  // taken only when its own bits are all inside it, and a prefix code's
+  // symbol is fixed by its own bits.) It costs 2048 entries per block; a
+  // block has 64K values.
+  std::array<uint32_t, 1u << kLutBits> multi;
+  for (uint32_t idx = 0; idx < (1u << kLutBits); idx++) {
+    uint32_t bits = 0, count = 0, syms = 0;
+    while (count < 3) {
+      const uint32_t e = lut[idx >> bits];
+      if (bits + (e >> 8) > uint32_t(kLutBits)) break;
+      syms |= (e & 0xffu) << (8 * count);
+      bits += e >> 8;
+      count++;
+    }
+    multi[idx] = syms | bits << 24 | count << 28;
+  }
+  // Rounds of 5 lookups per stream (5 x 11 bits fit in the 57 bits one
+  // unaligned 8-byte load guarantees), each storing 4 bytes at the stream's
+  // output position: at most 15 symbols and one scratch byte, so a round runs
+  // only while every stream has 16 values left; the rest one code at a time.
   constexpr uint64_t kMask = (1u << kLutBits) - 1;
-  uint32_t j = 0;
-  for (; j + 5 <= common; j += 5) {
+  uint32_t at[kStreams], end[kStreams];
+  for (int s = 0; s < kStreams; s++) at[s] = first[s], end[s] = stream_begin(values, s + 1);
+  for (;;) {
+    bool room = true;
+    for (int s = 0; s < kStreams; s++) room &= end[s] - at[s] >= 16;
+    if (!room) break;
     for (int s = 0; s < kStreams; s++) {
       uint64_t v = load64(block + std::min(pos[s] >> 3, last[s])) >> (pos[s] & 7);
-      uint8_t* d = ex + first[s] + j;
-      uint32_t e = lut[v & kMask], used = e >> 8;
-      d[0] = uint8_t(e);
-      v >>= e >> 8;
-      e = lut[v & kMask];
-      used += e >> 8;
-      d[1] = uint8_t(e);
-      v >>= e >> 8;
-      e = lut[v & kMask];
-      used += e >> 8;
-      d[2] = uint8_t(e);
-      v >>= e >> 8;
-      e = lut[v & kMask];
-      used += e >> 8;
-      d[3] = uint8_t(e);
-      v >>= e >> 8;
-      e = lut[v & kMask];
-      used += e >> 8;
-      d[4] = uint8_t(e);
+      uint8_t* d = ex + at[s];
+      uint32_t e = multi[v & kMask];
+      store32(d, e);
+      uint32_t n = e >> 28, used = (e >> 24) & 15;
+      v >>= (e >> 24) & 15;
+      e = multi[v & kMask];
+      store32(d + n, e);
+      n += e >> 28;
+      used += (e >> 24) & 15;
+      v >>= (e >> 24) & 15;
+      e = multi[v & kMask];
+      store32(d + n, e);
+      n += e >> 28;
+      used += (e >> 24) & 15;
+      v >>= (e >> 24) & 15;
+      e = multi[v & kMask];
+      store32(d + n, e);
+      n += e >> 28;
+      used += (e >> 24) & 15;
+      v >>= (e >> 24) & 15;
+      e = multi[v & kMask];
+      store32(d + n, e);
+      n += e >> 28;
+      used += (e >> 24) & 15;
       pos[s] += used;
+      at[s] += n;
     }
   }
   for (int s = 0; s < kStreams; s++) {
-    const uint32_t n = stream_begin(values, s + 1) - first[s];
-    for (uint32_t i = j; i < n; i++) {
+    for (uint32_t i = at[s]; i < end[s]; i++) {
       const uint32_t e = lut[(load64(block + std::min(pos[s] >> 3, last[s])) >> (pos[s] & 7)) & kMask];
-      ex[first[s] + i] = uint8_t(e);
+      ex[i] = uint8_t(e);
       pos[s] += e >> 8;
     }
   }

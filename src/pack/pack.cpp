@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -91,6 +92,31 @@ SpineFormat parse_spine_format(const std::string& s) {
 
 std::string pack_path(const std::string& dir, SpineFormat format) {
   return dir + "/spine." + spine_format_name(format) + ".pack";
+}
+
+int64_t pack_rows_per_block(int64_t cols) { return std::max<int64_t>(1, int64_t(kTargetBlockValues) / cols); }
+
+Pack modelled_pack(const std::vector<PackSource>& matrices, double ratio) {
+  Pack p;
+  p.path = "(modelled pack)";
+  for (const PackSource& m : matrices) {
+    PackedTensor t;
+    t.rows = m.rows;
+    t.cols = m.cols;
+    t.shard = m.span.file;
+    t.offset = m.span.offset;
+    t.nbytes = m.span.length;
+    t.rows_per_block = pack_rows_per_block(m.cols);
+    t.data_at = kDataStart + p.packed_bytes;
+    t.index.push_back(0);
+    for (int64_t b = 0; b * t.rows_per_block < t.rows; b++)
+      t.index.push_back(t.index.back() + uint64_t(std::ceil(double(t.block_rows(b) * t.cols * 2) * ratio)));
+    p.packed_bytes += t.index.back();
+    p.source_bytes += t.nbytes;
+    p.tensors.push_back(std::move(t));
+  }
+  p.file_bytes = kDataStart + p.packed_bytes;
+  return p;
 }
 
 const PackedTensor* Pack::find(int shard, uint64_t offset) const {
@@ -213,7 +239,7 @@ PackResult write_pack(const Checkpoint& ck, const PackOptions& opt) {
       const std::string& shard = ck.shard_paths[size_t(t->shard)];
       const int64_t rows = t->shape[0], cols = t->shape[1];
       if (cols > int64_t(codec::kMaxBlockValues)) fail(shard, "tensor '" + t->name + "' has rows too long to pack");
-      const int64_t rpb = std::max<int64_t>(1, int64_t(kTargetBlockValues) / cols);
+      const int64_t rpb = pack_rows_per_block(cols);
       const int64_t blocks = (rows + rpb - 1) / rpb;
       // The index goes first: reserve it, fill it as blocks are written.
       const uint64_t index_at = w.at;

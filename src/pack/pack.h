@@ -61,6 +61,18 @@ struct Pack {
   const PackedTensor* find(int shard, uint64_t offset) const;
 };
 
+// Rows per codec block for a matrix with `cols` columns (blocks of about 64K values).
+int64_t pack_rows_per_block(int64_t cols);
+
+// A pack as write_pack would lay out these bf16 matrices, each block taking
+// `ratio` of its bf16 bytes: the sizes `sluice plan` needs for a checkpoint it
+// has no weights of (a layout-only one, checkpoint.h). It has no file.
+struct PackSource {
+  FileSpan span;  // the matrix's bf16 bytes
+  int64_t rows = 0, cols = 0;
+};
+Pack modelled_pack(const std::vector<PackSource>& matrices, double ratio);
+
 // Opens the pack at `path` and checks it belongs to `ck` (shard names and
 // sizes, every tensor's place, shape and dtype). Errors name the pack file.
 Pack open_pack(const std::string& path, const Checkpoint& ck);

@@ -1,0 +1,112 @@
+#include "kernels/rate_probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/bf16_codec.h"
+#include "kernels/fast.h"
+#include "kernels/threads.h"
+
+namespace sluice::kernels {
+
+namespace {
+
+double wall_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double thread_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// Bytes per second of `bytes_per_call`, repeating f for about `seconds` (one warm-up call).
+template <class F>
+double rate(double bytes_per_call, double seconds, bool cpu, const F& f) {
+  double (*now_s)() = cpu ? thread_cpu_s : wall_s;
+  f();
+  int calls = 0;
+  const double t0 = now_s();
+  double t = t0;
+  do {
+    f();
+    calls++;
+    t = now_s();
+  } while (t - t0 < seconds);
+  return bytes_per_call * calls / (t - t0);
+}
+
+// Trained-like bf16 weights: Gaussian, sigma 0.02 (what the codec's ratio and speed are quoted on).
+std::vector<uint16_t> gaussian_bf16(size_t n) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.0f, 0.02f);
+  std::vector<uint16_t> w(n);
+  for (uint16_t& v : w) {
+    const float f = d(rng);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    v = uint16_t(u >> 16);
+  }
+  return w;
+}
+
+}  // namespace
+
+KernelRates measure_kernel_rates(int threads, double seconds) {
+  const int before = num_threads();
+  if (threads > 0) set_num_threads(threads);
+  const bool cpu = num_threads() == 1;  // one thread: its own CPU time, whatever else runs
+  KernelRates r;
+  r.threads = num_threads();
+  const double each = std::max(seconds, 0.03) / 3;
+  // bf16: a 64 MiB matrix (K3's hidden width), well beyond any cache.
+  {
+    const int rows = 4680, cols = 7168;
+    std::vector<uint16_t> w = gaussian_bf16(size_t(rows) * cols);
+    std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
+    r.bf16_gbps = rate(double(w.size()) * 2, each, cpu, [&] { fast::matvec_bf16(w.data(), rows, cols, x.data(), y.data()); }) / 1e9;
+  }
+  // MXFP4: four experts' w1 at K3's shape (3072 x 3584 each), 23 MB with scales.
+  {
+    const int rows = 4 * 3072, cols = 3584;
+    std::vector<uint8_t> packed(size_t(rows) * cols / 2), scale(size_t(rows) * cols / 32);
+    std::mt19937 rng(9);
+    for (uint8_t& b : packed) b = uint8_t(rng());
+    for (uint8_t& s : scale) s = uint8_t(120 + rng() % 8);
+    std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
+    r.mxfp4_gbps = rate(double(packed.size() + scale.size()), each, cpu, [&] {
+                     fast::matvec_mxfp4(packed.data(), scale.data(), rows, cols, x.data(), y.data());
+                   }) / 1e9;
+  }
+  // Lossless decode: 64K-value blocks (a pack's), one per pool chunk, as the spine decodes a piece.
+  {
+    constexpr uint32_t kBlock = 1u << 16;
+    const int blocks = 64;
+    const std::vector<uint16_t> w = gaussian_bf16(size_t(kBlock) * blocks);
+    std::vector<uint8_t> enc;
+    std::vector<size_t> at;
+    for (int b = 0; b < blocks; b++) {
+      at.push_back(enc.size());
+      codec::encode_block(w.data() + size_t(b) * kBlock, kBlock, enc);
+    }
+    at.push_back(enc.size());
+    std::vector<uint16_t> out(w.size());
+    r.decode_gbps = rate(double(w.size()) * 2, each, cpu, [&] {
+                      parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+                        for (int64_t b = b0; b < b1; b++)
+                          codec::decode(enc.data() + at[size_t(b)], at[size_t(b) + 1] - at[size_t(b)],
+                                        out.data() + size_t(b) * kBlock, kBlock, "rate probe");
+                      });
+                    }) / 1e9;
+  }
+  set_num_threads(before);
+  return r;
+}
+
+}  // namespace sluice::kernels

@@ -1,0 +1,27 @@
+// kernels/rate_probe.h — how fast this machine's kernels run, measured in a
+// short probe: the compute floor of a decode step (`sluice plan`).
+//
+// A decode step multiplies every spine matrix (bf16) and every routed expert
+// it touches (MXFP4) by one vector, and decodes the lossless pieces it
+// streams. Each rate is bytes of weights per second of wall time through the
+// fast kernels on the kernel pool, with matrices larger than the caches (the
+// weights come from RAM, as in a step).
+#pragma once
+
+namespace sluice::kernels {
+
+struct KernelRates {
+  int threads = 1;           // the kernel pool's size during the probe
+  double bf16_gbps = 0;      // bf16 weight bytes through fast::matvec_bf16
+  double mxfp4_gbps = 0;     // MXFP4 codes + scales through fast::matvec_mxfp4
+  double decode_gbps = 0;    // lossless blocks decoded: bf16 output bytes (codec::decode, blocks on the pool)
+};
+
+// Measures with `threads` kernel threads (<= 0: the pool's current size), for
+// about `seconds` in all; restores the pool's size. With one thread the rates
+// are per core: bytes per second of the thread's own CPU time, so other
+// processes on a shared machine do not slow them; with more, bytes per second
+// of wall time (what the pool achieves on this machine as it is now).
+KernelRates measure_kernel_rates(int threads, double seconds);
+
+}  // namespace sluice::kernels
