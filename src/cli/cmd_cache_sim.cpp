@@ -7,9 +7,12 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/bytes.h"
 #include "cli/commands.h"
+#include "cli/model_args.h"
 #include "cli/token_list.h"
 #include "engine/routing_trace.h"
+#include "k3/state.h"
 #include "hub/http_experts.h"
 #include "io/expert_cache.h"
 
@@ -23,7 +26,46 @@ struct SimArgs {
   int window = -1;
   std::string model, text_file;
   int ctx = 512;
+  int prefetch_tokens = 0;  // > 0: decode this many tokens and report prefetch quality
+  std::string ram_budget;   // for the prefetch run (the cache size decides what is read)
 };
+
+// Decodes the text's first tokens one at a time (a fresh sequence every ctx
+// tokens), as generation does, and prints how well the engine's prefetch
+// guessed each MoE layer's experts, and what wrong guesses cost.
+int run_prefetch(const SimArgs& a) {
+  std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
+  if (ids.size() > size_t(a.prefetch_tokens)) ids.resize(size_t(a.prefetch_tokens));
+  ModelOptions opt;
+  opt.miss_filler = stream_miss_filler(a.model);
+  if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
+  auto m = open_model(a.model, opt);
+  const ModelConfig& c = m->config();
+  SequenceState st = SequenceState::create(c);
+  std::vector<float> logits;
+  for (size_t i = 0; i < ids.size(); i++) {
+    if (i % size_t(a.ctx) == 0) st = SequenceState::create(c);
+    forward(*m, st, std::span<const int>(&ids[i], 1), Logits::None, &logits);
+  }
+  const Prefetcher& p = m->prefetcher;
+  const ExpertStats e = m->experts->stats();
+  std::printf("prefetch over %zu decoded tokens of %s (expert cache %s)\n", ids.size(), a.text_file.c_str(),
+              format_bytes(m->plan.expert_cache).c_str());
+  std::printf("layer  recall  precision  guesses/token\n");
+  for (size_t l = 0; l < p.needed.size(); l++) {
+    if (!c.is_moe_layer(int(l)) || !p.needed[l]) continue;
+    std::printf("%5zu  %6.3f  %9.3f  %13.1f\n", l, double(p.guessed[l]) / double(p.needed[l]),
+                p.guesses[l] ? double(p.guessed[l]) / double(p.guesses[l]) : 0.0,
+                double(p.guesses[l]) / double(ids.size()));
+  }
+  std::printf("all    %6.3f  %9.3f\n", p.recall(), p.precision());
+  std::printf("reads: %llu guesses issued, %llu used, %llu withdrawn unread, %llu wasted (%s read for nothing); "
+              "%llu cache hits\n",
+              (unsigned long long)e.prefetched, (unsigned long long)e.prefetch_used,
+              (unsigned long long)e.prefetch_cancelled, (unsigned long long)e.prefetch_wasted,
+              format_bytes(e.prefetch_wasted * c.expert_span_bytes()).c_str(), (unsigned long long)e.cache_hits);
+  return 0;
+}
 
 RoutingTrace real_trace(const SimArgs& a) {
   std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
@@ -34,6 +76,7 @@ RoutingTrace real_trace(const SimArgs& a) {
 }
 
 int run_sim(const SimArgs& a) {
+  if (a.prefetch_tokens > 0) return run_prefetch(a);
   const bool real = !a.model.empty();
   RoutingTrace tr = real ? real_trace(a) : synthetic_routing_trace(a.trace);
   const double experts = double(tr.layers) * tr.experts_per_layer;
@@ -81,6 +124,12 @@ Command reg("cache-sim", "Compare expert cache policies (LRU vs heat) on synthet
               sub.add_option("--text-file", a->text_file, "... over this text")->needs(model);
               model->needs("--text-file");
               sub.add_option("--ctx", a->ctx, "Tokens per sequence for --model")->check(CLI::PositiveNumber);
+              sub.add_option("--prefetch-tokens", a->prefetch_tokens,
+                             "With --model: decode this many tokens of the text and report prefetch recall, "
+                             "precision and wasted reads instead")
+                  ->needs(model);
+              sub.add_option("--ram-budget", a->ram_budget, "With --prefetch-tokens: the engine's RAM budget")
+                  ->transform(byte_size("--ram-budget"));
               *act = [a] { return run_sim(*a); };
             });
 

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <random>
+#include <thread>
 
 #include "base/error.h"
 #include "engine/session.h"
@@ -31,6 +33,11 @@ struct StepRecord {
   double seconds = 0;
   uint64_t spine = 0, expert = 0, hit = 0;  // bytes: streamed spine, experts read, experts from cache
   double loader_idle = 0, compute_wait = 0;
+  double expert_depth = 0;              // mean expert reads in flight over the step
+  double expert_idle = 0;               // time the expert reader had nothing in flight
+  double compute = 0;                   // time not spent waiting for expert reads or spine pieces
+  std::vector<double> idle_before_layer;  // expert reader idle before each layer's fetch, seconds
+  uint64_t wasted = 0;                  // bytes of guesses read that their layer did not need
   uint64_t bytes() const { return spine + expert; }
 };
 
@@ -91,6 +98,37 @@ class Replayer {
   // One spine pass alone: the stream's bytes at its own best (no experts, no compute).
   ReplayRecord spine_only() { return run({}); }
 
+  // The floor of the expert regime: the same spans at the same total depth
+  // (the spine's loader and an expert reader at the engine's queue depth) with
+  // no dependency between layers: every expert span is issued at once, beside
+  // one spine pass, and the time is until both are done.
+  ReplayRecord run_free(const std::vector<ExpertRead>& experts) {
+    ReplayRecord r;
+    uint64_t longest = 0;
+    for (const ExpertRead& e : experts) longest = std::max(longest, e.span.length);
+    const uint64_t before = reader_.stats().bytes_read;
+    const double t0 = now_s();
+    std::exception_ptr failed;
+    std::thread io([&] {
+      try {
+        size_t i = 0;
+        read_spans(reader_, std::max<uint64_t>(longest, 1), [&](FileSpan* s) {
+          if (i == experts.size()) return false;
+          *s = experts[i++].span;
+          return true;
+        }, &pool_);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    });
+    if (!m_.spine->all_resident()) m_.spine->read_pass(true);
+    io.join();
+    if (failed) std::rethrow_exception(failed);
+    r.seconds = now_s() - t0;
+    r.bytes = m_.spine->streamed_bytes_per_pass(true) + (reader_.stats().bytes_read - before);
+    return r;
+  }
+
  private:
   Model& m_;
   SpanReader reader_;
@@ -134,6 +172,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   Session s(*m);
   const ExpertStats e0 = m->experts->stats();
   const uint64_t spine0 = m->spine->bytes_read();
+  const SpanStreamStats ss0 = m->spine->stream_stats();
   const double t0 = now_s();
   const auto fed = [&](size_t done, size_t total) {
     if (opt.prefill_progress) opt.prefill_progress(done, total);
@@ -144,6 +183,12 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   const double ttft = now_s() - t0;
   const ExpertStats e1 = m->experts->stats();
   const uint64_t spine1 = m->spine->bytes_read();
+  const double prefill_depth = ttft > 0 ? double(e1.read_depth_ns - e0.read_depth_ns) / 1e9 / ttft : 0.0;
+  // The prefill's compute floor, same run: its time less the time it sat
+  // waiting for expert reads or streamed spine pieces.
+  const double prefill_io_wait =
+      double(e1.wait_ns - e0.wait_ns) / 1e9 + (m->spine->stream_stats().consumer_wait_s - ss0.consumer_wait_s);
+  const double prefill_compute_s = std::max(ttft - prefill_io_wait, 1e-9);
 
   // The device itself: random expert-sized O_DIRECT reads of the model's
   // shards at the engine's queue depth, half before the decode steps and half after.
@@ -160,7 +205,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   std::vector<ReplayRecord> spine_passes;  // bare spine passes, before and after the steps
   if (opt.replay && !m->spine->all_resident()) spine_passes.push_back(replayer.spine_only());
   std::vector<StepRecord> steps;
-  std::vector<ReplayRecord> replays;
+  std::vector<ReplayRecord> replays, free_replays;
   for (int i = 0; i < opt.decode_tokens; i++) {
     log.clear();
     const ExpertStats a = m->experts->stats();
@@ -176,9 +221,20 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     st.hit = b.bytes_hit - a.bytes_hit;
     st.loader_idle = sb.loader_idle_s - sa.loader_idle_s;
     st.compute_wait = sb.consumer_wait_s - sa.consumer_wait_s;
+    st.expert_depth = st.seconds > 0 ? double(b.read_depth_ns - a.read_depth_ns) / 1e9 / st.seconds : 0.0;
+    st.expert_idle = std::max(0.0, st.seconds - double(b.read_busy_ns - a.read_busy_ns) / 1e9);
+    st.compute = std::max(0.0, st.seconds - double(b.wait_ns - a.wait_ns) / 1e9 - st.compute_wait);
+    st.idle_before_layer.assign(b.idle_before_layer_ns.size(), 0.0);
+    for (size_t l = 0; l < b.idle_before_layer_ns.size(); l++)
+      st.idle_before_layer[l] =
+          double(b.idle_before_layer_ns[l] - (l < a.idle_before_layer_ns.size() ? a.idle_before_layer_ns[l] : 0)) / 1e9;
+    st.wasted = (b.prefetch_wasted - a.prefetch_wasted) * c.expert_span_bytes();
     steps.push_back(st);
     // After every step (the first too: it brackets the first steady step).
-    if (opt.replay) replays.push_back(replayer.run(log));
+    if (opt.replay) {
+      replays.push_back(replayer.run(log));
+      free_replays.push_back(replayer.run_free(log));
+    }
     if (opt.decode_progress) opt.decode_progress(size_t(i + 1), size_t(opt.decode_tokens));
   }
   m->experts->record_reads(nullptr);
@@ -188,8 +244,10 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   // Steady steps: all but the first. Step i is bracketed by replays i-1 and i.
   std::vector<double> step_s, bracket_gbps, step_eff;
   double total_s = 0, replay_s = 0;
-  uint64_t total_bytes = 0, replay_bytes = 0, spine_b = 0, expert_b = 0, hit_b = 0;
-  double idle = 0, wait = 0;
+  uint64_t total_bytes = 0, replay_bytes = 0, spine_b = 0, expert_b = 0, hit_b = 0, wasted_b = 0;
+  double idle = 0, wait = 0, depth = 0, expert_idle = 0;
+  std::vector<double> compute_s;
+  std::vector<double> boundary;  // per layer, summed over steady steps
   for (size_t i = 1; i < steps.size(); i++) {
     const StepRecord& st = steps[i];
     step_s.push_back(st.seconds);
@@ -197,6 +255,12 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     total_bytes += st.bytes();
     spine_b += st.spine, expert_b += st.expert, hit_b += st.hit;
     idle += st.loader_idle, wait += st.compute_wait;
+    depth += st.expert_depth * st.seconds;
+    expert_idle += st.expert_idle;
+    compute_s.push_back(st.compute);
+    wasted_b += st.wasted;
+    if (boundary.size() < st.idle_before_layer.size()) boundary.resize(st.idle_before_layer.size());
+    for (size_t l = 0; l < st.idle_before_layer.size(); l++) boundary[l] += st.idle_before_layer[l];
     if (!replays.empty()) {
       const double g = (replays[i - 1].gbps() + replays[i].gbps()) / 2;
       bracket_gbps.push_back(g);
@@ -210,6 +274,9 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   const double n = double(step_s.size());
   const double achieved = total_s > 0 ? double(total_bytes) / total_s / 1e9 : 0;
   const double replay_gbps = replay_s > 0 ? double(replay_bytes) / replay_s / 1e9 : 0;
+  double free_s = 0, free_bytes = 0;
+  for (const ReplayRecord& r : free_replays) free_s += r.seconds, free_bytes += double(r.bytes);
+  const double free_gbps = free_s > 0 ? free_bytes / free_s / 1e9 : 0;
   double probe_bytes = 0, probe_s = 0;
   bool direct = !probes.empty(), uring = !probes.empty();
   for (const ProbeResult& p : probes) {
@@ -217,10 +284,11 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     direct = direct && p.direct, uring = uring && p.io_uring;
   }
   const double probe_gbps = probe_s > 0 ? probe_bytes / probe_s / 1e9 : 0;
-  // The ceiling is the best of three I/O-only measures of the same run: the
-  // engine's own read mix at full speed, the spine stream alone, and random
-  // expert-sized reads.
-  const double ceiling = std::max({replay_gbps, probe_gbps, spine_pass_gbps});
+  // The ceiling is the best of four I/O-only measures of the same run: the
+  // step's own spans with no dependency between layers (the floor of the
+  // expert regime), the same with each layer's reads waited for in turn, the
+  // spine stream alone, and random expert-sized reads.
+  const double ceiling = std::max({free_gbps, replay_gbps, probe_gbps, spine_pass_gbps});
   const double step_median = median(step_s);
   const double bytes_pt = n > 0 ? double(total_bytes) / n : 0;
 
@@ -253,6 +321,51 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
                           {"expert", n > 0 ? double(expert_b) / n : 0.0},
                           {"cache_hit", n > 0 ? double(hit_b) / n : 0.0}};
   j["achieved_gbps"] = achieved;
+  // Bytes the step needed (guesses its layers did not use left out), against the same ceiling.
+  const double useful = total_s > 0 ? double(total_bytes - wasted_b) / total_s / 1e9 : 0;
+  j["useful_gbps"] = useful;
+  j["io_efficiency_useful"] = ceiling > 0 ? useful / ceiling : 0.0;
+  j["prefetch_wasted_bytes_per_token"] = n > 0 ? double(wasted_b) / n : 0.0;
+  {
+    const ExpertStats e = m->experts->stats();
+    j["prefetch"] = {{"spans", e.prefetched}, {"used", e.prefetch_used}, {"cancelled", e.prefetch_cancelled},
+                     {"wasted", e.prefetch_wasted}, {"in_flight_at_fetch", e.prefetch_pending}};
+    const Prefetcher& p = m->prefetcher;
+    std::vector<double> rec, prec;
+    for (size_t l = 0; l < p.needed.size(); l++) {
+      if (!c.is_moe_layer(int(l))) continue;
+      rec.push_back(p.needed[l] ? double(p.guessed[l]) / double(p.needed[l]) : 0.0);
+      prec.push_back(l < p.guesses.size() && p.guesses[l] ? double(p.guessed[l]) / double(p.guesses[l]) : 0.0);
+    }
+    j["prefetch_recall_per_layer"] = rec;
+    j["prefetch_precision_per_layer"] = prec;
+    j["prefetch_precision"] = p.precision();
+  }
+  // The layer boundaries: the expert reader with nothing in flight before each
+  // MoE layer's fetch (since the previous fetch began), per token; the first
+  // MoE layer's entry is the token boundary instead (head, dense layers,
+  // attention: the step's idle time not spent between two MoE layers).
+  {
+    std::vector<double> per_layer;
+    double between = 0;
+    int first = -1;
+    for (size_t l = 0; l < boundary.size(); l++) {
+      if (!c.is_moe_layer(int(l))) continue;
+      per_layer.push_back(n > 0 ? boundary[l] / n : 0.0);
+      if (first < 0) first = int(per_layer.size()) - 1;
+      else between += per_layer.back();
+    }
+    const double idle_tok = n > 0 ? expert_idle / n : 0.0;
+    if (first >= 0) per_layer[size_t(first)] = std::max(0.0, idle_tok - between);
+    j["boundary_idle_s_per_layer"] = per_layer;
+    j["boundary_idle_s_per_token"] = idle_tok;
+    j["decode_compute_s_per_token"] = median(compute_s);  // step less its waits for reads: compute's floor
+    j["expert_reads_in_flight_decode"] = total_s > 0 ? depth / total_s : 0.0;
+    j["expert_reads_in_flight_prefill"] = prefill_depth;
+    j["prefill_io_wait_s"] = prefill_io_wait;
+    j["prefill_compute_floor_tok_s"] = double(opt.prompt_tokens) / prefill_compute_s;
+    j["prefill_of_compute_floor"] = prefill_compute_s / ttft;
+  }
   j["prefetch_recall"] = m->prefetcher.recall();
   j["loader_idle_s_per_token"] = n > 0 ? idle / n : 0.0;
   j["compute_waited_for_spine_s_per_token"] = n > 0 ? wait / n : 0.0;
@@ -263,10 +376,19 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     return v;
   }();
   j["spine_pass_gbps"] = spine_pass_gbps;
+  j["free_replay_gbps"] = free_gbps;  // the step's spans, no dependency between layers
+  j["free_replay_s"] = [&] {
+    std::vector<double> v;
+    for (const ReplayRecord& r : free_replays) v.push_back(r.seconds);
+    return v;
+  }();
   j["replay_covers_experts"] = logged;
   j["probe_random_gbps"] = probe_gbps;
   j["ceiling_gbps"] = ceiling;
-  j["ceiling_source"] = ceiling == replay_gbps ? "replay" : ceiling == spine_pass_gbps ? "spine_pass" : "probe";
+  j["ceiling_source"] = ceiling == free_gbps      ? "free_replay"
+                        : ceiling == replay_gbps  ? "replay"
+                        : ceiling == spine_pass_gbps ? "spine_pass"
+                                                     : "probe";
   j["ceiling_direct"] = direct || probes.empty();
   j["ceiling_io_uring"] = uring;
   j["io_efficiency"] = ceiling > 0 ? achieved / ceiling : 0.0;

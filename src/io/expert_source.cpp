@@ -56,6 +56,7 @@ std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck) {
 
 // ---- io_uring + O_DIRECT + RAM cache ----------------------------------------
 
+#include <chrono>
 #include <deque>
 #include <unordered_map>
 
@@ -95,6 +96,7 @@ class DirectExperts : public ExpertSource {
   void fetch_or_throw(int layer, std::span<const int> experts,
                       const std::function<void(size_t, const uint8_t*)>& use) {
     if (layer == first_moe_) cache_.next_token();
+    note_boundary(layer);
     // Needs: either ready in the cache, in flight (a prefetch), or to be read.
     std::vector<Need> ready;
     std::deque<size_t> to_read;
@@ -156,7 +158,11 @@ class DirectExperts : public ExpertSource {
       stats_.fetched++;
     }
     while (outstanding > 0) {
+      const auto w0 = std::chrono::steady_clock::now();
       Completed c = reader_.wait_any();
+      stats_.wait_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - w0)
+                                     .count());
       auto it = waiting_.find(c.ticket);
       if (it == waiting_.end()) continue;  // cannot happen: every ticket is recorded
       Waiting w = it->second;
@@ -194,6 +200,9 @@ class DirectExperts : public ExpertSource {
     ExpertStats s = stats_;
     s.bytes_read = reader_.stats().bytes_read;
     if (filler_) s.network_bytes = filler_->stats().network_bytes;
+    const ReadStats r = reader_.stats();
+    s.read_busy_ns = r.busy_ns;
+    s.read_depth_ns = r.depth_ns;
     return s;
   }
 
@@ -243,6 +252,21 @@ class DirectExperts : public ExpertSource {
       waiting_[t] = {0, slot, false};
       stats_.prefetched++;
     }
+  }
+
+  // The expert reader's idle time since the previous fetch began, charged to `layer`.
+  void note_boundary(int layer) {
+    const ReadStats r = reader_.stats();
+    const uint64_t now = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::steady_clock::now().time_since_epoch())
+                                      .count());
+    if (last_fetch_ns_) {
+      const uint64_t wall = now - last_fetch_ns_, busy = r.busy_ns - last_busy_ns_;
+      if (stats_.idle_before_layer_ns.size() <= size_t(layer)) stats_.idle_before_layer_ns.resize(size_t(layer) + 1);
+      stats_.idle_before_layer_ns[size_t(layer)] += wall > busy ? wall - busy : 0;
+    }
+    last_fetch_ns_ = now;
+    last_busy_ns_ = r.busy_ns;
   }
 
   // Drops the fetch's hold on a finished read: unpins its slot or frees its bypass buffer.
@@ -334,6 +358,7 @@ class DirectExperts : public ExpertSource {
   uint64_t max_bypass_ = 1;
   int first_moe_ = 1;
   std::vector<std::pair<int, int>> hints_;  // (layer, expert) to read after the next fetch's own reads
+  uint64_t last_fetch_ns_ = 0, last_busy_ns_ = 0;
   ExpertStats stats_;
 };
 

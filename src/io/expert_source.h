@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "checkpoint/checkpoint.h"
 #include "io/span_stream.h"
@@ -26,6 +27,16 @@ struct ExpertStats {
   uint64_t prefetched = 0;       // spans read ahead of need
   uint64_t prefetch_used = 0;    // needed spans that a prefetch had already started
   uint64_t network_bytes = 0;    // bytes fetched over HTTP (stream installs)
+  uint64_t prefetch_wasted = 0;  // prefetched spans read whole that their layer did not need
+  uint64_t prefetch_cancelled = 0;  // wrong guesses withdrawn before any byte was read
+  uint64_t prefetch_pending = 0;    // guesses in flight when a fetch started (overlap across the boundary)
+  // The expert reader's clock: time with reads in flight, reads in flight
+  // integrated over time (/ wall time = mean depth), and per layer the time
+  // it sat with nothing in flight before that layer's fetch (since the
+  // previous fetch began): the queue drained at the layer boundary.
+  uint64_t read_busy_ns = 0, read_depth_ns = 0;
+  uint64_t wait_ns = 0;  // time fetches sat blocked waiting for a read (compute waiting for I/O)
+  std::vector<uint64_t> idle_before_layer_ns;
 };
 
 // One span an expert source read, and the layer whose fetch issued it (its
@@ -43,9 +54,14 @@ class ExpertSource {
   virtual void fetch(int layer, std::span<const int> experts,
                      const std::function<void(size_t i, const uint8_t* span)>& use) = 0;
   // A hint: these experts of `layer` will probably be needed soon; the reads
-  // start right after the next fetch() has issued its own. Wrong guesses cost
-  // bandwidth, never correctness. Default: ignored.
+  // start right after the next fetch() has issued its own, behind any read a
+  // fetch waits for, into cache slots or (no slot) spare read buffers. The
+  // fetch of `layer` withdraws the wrong guesses not yet started. Wrong
+  // guesses cost bandwidth, never correctness. Default: ignored.
   virtual void prefetch(int /*layer*/, std::span<const int> /*experts*/) {}
+  // Lets reads progress between fetches (collects finished reads so that
+  // queued ones are issued): the forward pass calls it between matrices.
+  virtual void pump() {}
   virtual ExpertStats stats() const { return {}; }
   // While `log` is set, every span read from a local file is appended to it
   // (the bench replays a step's reads). Returns false if the source cannot.

@@ -73,6 +73,7 @@ struct Request {
   bool buffer_goes_to_caller = false;
   uint64_t next_issue = 0;  // superset bytes handed to ops so far
   int ops_running = 0;
+  bool urgent = false;
   std::string error;
 };
 
@@ -138,6 +139,14 @@ struct SpanReader::Impl {
   std::vector<AlignedBuffer> bounce_pool;
   ReadStats stats;
   uint64_t busy_since = 0;
+  uint64_t depth_since = 0;  // when ops_in_flight last changed (for depth_ns)
+
+  // Integrates ops_in_flight over time up to now; call before it changes.
+  void account_depth() {
+    const uint64_t t = now_ns();
+    if (depth_since) stats.depth_ns += uint64_t(ops_in_flight) * (t - depth_since);
+    depth_since = t;
+  }
   bool broken = false;
 
   ~Impl() { shutdown(); }
@@ -262,7 +271,7 @@ struct SpanReader::Impl {
     if (broken) fail("span reader", "unusable after an earlier stall; destroy it");
   }
 
-  uint64_t submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest) {
+  uint64_t submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest, bool urgent) {
     check_usable();
     if (file < 0 || file >= int(files.size()))
       fail("span reader", "submit: no file with id " + std::to_string(file));
@@ -295,9 +304,30 @@ struct SpanReader::Impl {
                                          " bytes is smaller than the " + span_text(offset, length));
     }
     requests.emplace(ticket, std::move(r));
-    pending.push_back(ticket);
+    if (urgent) {
+      // Behind other urgent spans and a partly issued one, ahead of the rest.
+      auto at = pending.begin();
+      while (at != pending.end()) {
+        auto q = requests.find(*at);
+        if (q == requests.end() || !(q->second.urgent || q->second.next_issue > 0)) break;
+        ++at;
+      }
+      requests.at(ticket).urgent = true;
+      pending.insert(at, ticket);
+    } else {
+      pending.push_back(ticket);
+    }
     pump();
     return ticket;
+  }
+
+  bool cancel(uint64_t ticket) {
+    auto it = requests.find(ticket);
+    if (it == requests.end() || it->second.next_issue > 0 || it->second.ops_running > 0) return false;
+    give_back_buffer(std::move(it->second.buffer));
+    requests.erase(it);  // pump() skips its entry in `pending`
+    stats.cancelled++;
+    return true;
   }
 
   AlignedBuffer take_buffer(uint64_t size) {
@@ -340,6 +370,7 @@ struct SpanReader::Impl {
       r.next_issue += o.len;
       r.ops_running++;
       if (r.next_issue >= r.alen) pending.pop_front();
+      account_depth();
       if (ops_in_flight++ == 0) busy_since = now_ns();
       issue(i);
     }
@@ -428,6 +459,7 @@ struct SpanReader::Impl {
     }
     stats.ops++;
     free_ops.push_back(i);
+    account_depth();
     if (--ops_in_flight == 0) stats.busy_ns += now_ns() - busy_since;
     r.ops_running--;
     if (r.ops_running == 0 && r.next_issue >= r.alen) finish_request(o.ticket);
@@ -597,9 +629,10 @@ uint64_t SpanReader::direct_capacity(uint64_t length) {
   return align_up(length + kIoAlign - 1, kIoAlign);
 }
 
-uint64_t SpanReader::submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest) {
-  return impl_->submit(file, offset, length, dest);
+uint64_t SpanReader::submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest, bool urgent) {
+  return impl_->submit(file, offset, length, dest, urgent);
 }
+bool SpanReader::cancel(uint64_t ticket) { return impl_->cancel(ticket); }
 Completed SpanReader::wait_any() { return impl_->wait_any(); }
 bool SpanReader::poll(Completed* out) { return impl_->poll(out); }
 Completed SpanReader::wait(uint64_t ticket) { return impl_->wait(ticket); }
@@ -608,12 +641,14 @@ size_t SpanReader::outstanding() const { return impl_->requests.size() + impl_->
 ReadStats SpanReader::stats() const {
   ReadStats s = impl_->stats;
   if (impl_->ops_in_flight > 0) s.busy_ns += now_ns() - impl_->busy_since;
+  if (impl_->depth_since) s.depth_ns += uint64_t(impl_->ops_in_flight) * (now_ns() - impl_->depth_since);
   return s;
 }
 
 void SpanReader::reset_stats() {
   impl_->stats = {};
   impl_->busy_since = now_ns();
+  impl_->depth_since = impl_->busy_since;
 }
 
 }  // namespace sluice

@@ -53,6 +53,8 @@ struct ReadStats {
   uint64_t bytes_delivered = 0;  // span bytes handed to callers
   uint64_t bytes_copied = 0;     // span bytes copied out of bounce buffers
   uint64_t busy_ns = 0;          // wall time with at least one read in flight
+  uint64_t depth_ns = 0;         // reads in flight integrated over time: / wall ns = mean depth
+  uint64_t cancelled = 0;        // spans cancel() withdrew before any byte was read
 };
 
 // One finished span. `data` points at its first byte and stays valid while the
@@ -98,7 +100,13 @@ class SpanReader {
   // otherwise dest must hold `length` bytes: the superset goes through a bounce
   //   buffer and the span is copied to dest[0, length).
   // The destination must stay alive and untouched until the span completes.
-  uint64_t submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest = {});
+  // urgent: its chunks go ahead of every span not yet started (a read the
+  // caller waits for overtakes speculative ones); else FIFO.
+  uint64_t submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest = {}, bool urgent = false);
+  // Withdraws a span none of whose chunks has been issued yet: true, and its
+  // ticket is forgotten (never returned), its destination free at once. False
+  // when reading has started (it completes as usual) or it already finished.
+  bool cancel(uint64_t ticket);
 
   // Blocks until some span finishes and returns it; throws if that span
   // failed or if nothing is outstanding.

@@ -199,6 +199,40 @@ TEST(SpanReader, ManyConcurrentReadsWaitedOutOfOrder) {
   }
 }
 
+// One read in flight, one chunk per span: completion order is issue order, so
+// the order spans come back shows what the queue did.
+TEST(SpanReader, UrgentSpansOvertakeQueuedOnesAndUnstartedSpansCancel) {
+  ScratchDir dir;
+  auto data = testing::pattern_bytes(1 << 20, 5);
+  auto p = dir.write("f.bin", data);
+  for (const Mode& m : kModes) {
+    SCOPED_TRACE(m.name);
+    SpanReader reader({p}, options_for(m, 1, 64 << 10));
+    const uint64_t a = reader.submit(0, 0, 5000);          // issued at once
+    const uint64_t b = reader.submit(0, 100000, 5000);
+    const uint64_t c = reader.submit(0, 200000, 5000);
+    const uint64_t d = reader.submit(0, 300000, 5000, {}, /*urgent=*/true);
+    const uint64_t e = reader.submit(0, 400000, 5000, {}, /*urgent=*/true);
+    EXPECT_FALSE(reader.cancel(a));  // already reading
+    EXPECT_TRUE(reader.cancel(c));
+    EXPECT_FALSE(reader.cancel(c));
+    std::vector<uint64_t> order;
+    while (reader.outstanding() > 0) {
+      Completed got = reader.wait_any();
+      const uint64_t off = got.ticket == a ? 0 : got.ticket == b ? 100000 : got.ticket == d ? 300000 : 400000;
+      ASSERT_EQ(std::memcmp(got.data, data.data() + off, 5000), 0);
+      order.push_back(got.ticket);
+    }
+    EXPECT_EQ(order, (std::vector<uint64_t>{a, d, e, b}));
+    const ReadStats s = reader.stats();
+    EXPECT_EQ(s.cancelled, 1u);
+    EXPECT_EQ(s.spans, 4u);
+    EXPECT_GT(s.depth_ns, 0u);
+    EXPECT_LE(s.depth_ns, s.busy_ns + 1000);  // depth 1: the integral is the busy time
+    expect_error_naming([&] { reader.wait(c); }, {"unknown"});
+  }
+}
+
 TEST(SpanReader, SpanPastEndOfFileIsAnErrorNamingFileOffsetLength) {
   ScratchDir dir;
   auto p = dir.write("short.bin", testing::pattern_bytes(10000, 5));

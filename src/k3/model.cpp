@@ -231,9 +231,11 @@ void score_guess(Model& m, int l, const std::vector<int>& chosen, int T) {
   p.guess.resize(size_t(c.num_hidden_layers));
   p.needed.resize(size_t(c.num_hidden_layers));
   p.guessed.resize(size_t(c.num_hidden_layers));
+  p.guesses.resize(size_t(c.num_hidden_layers));
   p.last_route[size_t(l)].assign(chosen.end() - K, chosen.end());
   if (T != 1) return;  // recall is a decode-step figure
   const std::vector<int>& g = p.guess[size_t(l)];
+  p.guesses[size_t(l)] += g.size();
   for (int e : p.last_route[size_t(l)]) {
     p.needed[size_t(l)]++;
     if (std::binary_search(g.begin(), g.end(), e)) p.guessed[size_t(l)]++;

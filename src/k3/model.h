@@ -95,9 +95,15 @@ struct Prefetcher {
   std::vector<std::vector<int>> last_route;  // experts the latest token chose, per layer
   std::vector<std::vector<int>> guess;       // the current guess for each layer, sorted
   std::vector<uint64_t> needed, guessed;     // per layer: experts needed, and of those guessed
+  std::vector<uint64_t> guesses;             // per layer: experts guessed (precision = guessed / guesses)
   double recall() const {
     uint64_t n = 0, g = 0;
     for (size_t l = 0; l < needed.size(); l++) n += needed[l], g += guessed[l];
+    return n ? double(g) / double(n) : 0.0;
+  }
+  double precision() const {
+    uint64_t n = 0, g = 0;
+    for (size_t l = 0; l < guesses.size() && l < guessed.size(); l++) n += guesses[l], g += guessed[l];
     return n ? double(g) / double(n) : 0.0;
   }
 };
