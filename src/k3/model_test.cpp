@@ -5,11 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 
 #include "base/error.h"
 #include "engine/session_test_util.h"
+#include "kernels/backend.h"
+#include "kernels/fast.h"
 
 namespace sluice {
 namespace {
@@ -35,6 +38,29 @@ TEST(Model, StreamedSpineIsBitIdenticalToResident) {
   EXPECT_EQ(run_all(*resident, toks, false), run_all(*chunked, toks, false));
   // Streaming reads every layer again for every forward call.
   EXPECT_GT(streamed->spine->bytes_read(), resident->spine->bytes_read() * 2);
+}
+
+// The model computes on the backend of the kernel choice when it opens
+// (kernels/backend.h): every CPU entry runs the whole model, prefill equals
+// steps bitwise within an entry, and entries agree to summation-order noise.
+TEST(Model, RunsOnEveryCpuBackend) {
+  const std::vector<int> toks = {448, 259, 309, 412, 370, 399};
+  const fast::Isa saved = fast::isa();
+  std::vector<std::vector<float>> per_entry;
+  for (const Backend* be : backends()) {
+    fast::set_isa(std::string(be->name) == "avx2" ? fast::Isa::avx2 : fast::Isa::scalar);
+    auto m = open_model(kFixture);
+    EXPECT_EQ(m->backend, be);
+    EXPECT_EQ(&m->spine->backend(), be);
+    per_entry.push_back(run_all(*m, toks, false));
+    EXPECT_EQ(run_all(*m, toks, true), per_entry.back()) << be->name << ": prefill != steps";
+  }
+  fast::set_isa(saved);
+  for (size_t e = 1; e < per_entry.size(); e++) {
+    ASSERT_EQ(per_entry[e].size(), per_entry[0].size());
+    for (size_t i = 0; i < per_entry[0].size(); i++)
+      ASSERT_NEAR(per_entry[e][i], per_entry[0][i], 1e-3 * (1 + std::fabs(per_entry[0][i]))) << "logit " << i;
+  }
 }
 
 // Between the minimum and the whole spine, the budget keeps some pieces
