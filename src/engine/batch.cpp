@@ -57,18 +57,53 @@ void Batch::step() {
   for (Slot& s : slots_)
     if (s.gen && s.gen->poll_cancelled()) retire(s);
 
-  // One chunk of the oldest prefilling generation.
-  Slot* pre = nullptr;
+  // Prefill: a chunk of every joining generation, oldest first, in one pass
+  // (their spine and expert reads shared), at most the oldest one's chunk size
+  // of rows in all, so a long prompt holds the decoding ones up by one chunk.
+  std::vector<Slot*> joining;
   for (Slot& s : slots_)
-    if (s.gen && s.gen->prefilling() && (!pre || s.order < pre->order)) pre = &s;
-  if (pre) {
+    if (s.gen && s.gen->prefilling()) joining.push_back(&s);
+  std::sort(joining.begin(), joining.end(), [](const Slot* a, const Slot* b) { return a->order < b->order; });
+  std::vector<Slot*> pre;
+  std::vector<Session*> pre_sessions;
+  std::vector<std::vector<int>> pre_chunks;
+  size_t budget = joining.empty() ? 0 : size_t(std::max(joining[0]->gen->prefill_chunk_tokens(), 1));
+  for (Slot* s : joining) {
+    if (budget == 0) break;
+    std::span<const int> rows;
     try {
-      pre->gen->prefill_chunk();
+      rows = s->gen->prefill_rows(std::min<size_t>(budget, size_t(std::max(s->gen->prefill_chunk_tokens(), 1))));
     } catch (...) {
-      retire(*pre, std::current_exception());
-      pre = nullptr;
+      retire(*s, std::current_exception());
+      continue;
     }
-    if (pre && pre->gen->done()) retire(*pre);
+    if (rows.empty()) {  // ended, or resumed its whole prompt from the cache
+      if (s->gen->done()) retire(*s);
+      continue;
+    }
+    budget -= rows.size();
+    pre.push_back(s);
+    pre_sessions.push_back(s->session.get());
+    pre_chunks.emplace_back(rows.begin(), rows.end());
+  }
+  if (!pre.empty()) {
+    try {
+      Session::feed_together(pre_sessions, pre_chunks, Logits::Last, prefill_logits_);
+    } catch (...) {
+      const std::exception_ptr e = std::current_exception();
+      for (Slot* s : pre) retire(*s, e);
+      pre.clear();
+    }
+    const size_t V = size_t(pre.empty() ? 0 : pre_sessions[0]->model().config().vocab_size);
+    for (size_t i = 0; i < pre.size(); i++) {
+      std::exception_ptr error;
+      try {
+        pre[i]->gen->prefill_fed(prefill_logits_.data() + i * V);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      if (error || pre[i]->gen->done()) retire(*pre[i], error);
+    }
   }
 
   std::vector<Slot*> in;
@@ -83,7 +118,7 @@ void Batch::step() {
   if (in.empty()) return;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    Session::feed_together(sessions, chunks, logits_);
+    Session::feed_together(sessions, chunks, Logits::All, logits_);
   } catch (...) {
     const std::exception_ptr e = std::current_exception();
     for (Slot* s : in) retire(*s, e);

@@ -3,11 +3,12 @@
 // A Batch holds `slots` sessions. add() starts a generation in a free one (the
 // session whose tokens are the longest prefix of the prompt, so a chat's next
 // turn resumes its own live state; the shared PrefixCache does the rest). Each
-// step(): generations whose opt.cancelled says so leave; the oldest prefilling
-// generation feeds one prompt chunk (so a long prompt delays the others by one
-// chunk per step, not by the whole prompt); then ONE pass (Session::feed_together,
-// k3/model.h's forward_rows) feeds the rows of every decoding generation: its
-// pending token and its drafts. Drafting and batching combine: a pass has
+// step(): generations whose opt.cancelled says so leave; the prefilling ones
+// feed a prompt chunk each in one pass (oldest first, at most one chunk's
+// worth of rows in all: a long prompt delays the others by one chunk per step,
+// not by its whole prefill; short prompts joining together share a pass); then
+// ONE pass (Session::feed_together, k3/model.h's forward_rows) feeds the rows
+// of every decoding generation: its pending token and its drafts. Drafting and batching combine: a pass has
 // sum(1 + drafts) rows. A generation that ends leaves at once (its session is
 // free before the next step) and on_done gets its result.
 //
@@ -68,7 +69,7 @@ class Batch {
   std::vector<Slot> slots_;
   uint64_t added_ = 0;
   Stats stats_;
-  std::vector<float> logits_;
+  std::vector<float> logits_, prefill_logits_;  // apart: a joining one's first token is sampled from the latter
 };
 
 }  // namespace sluice

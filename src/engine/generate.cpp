@@ -99,19 +99,26 @@ bool Generation::poll_cancelled() {
 }
 
 void Generation::prefill_chunk() {
-  if (!prefilling()) return;
+  const std::span<const int> rows = prefill_rows(size_t(std::max(opt_.prefill_chunk_tokens, 0)));
+  if (rows.empty()) return;
+  s_.prefill(rows);
+  prefill_fed(s_.logits().data());
+}
+
+std::span<const int> Generation::prefill_rows(size_t max_tokens) {
+  if (!prefilling()) return {};
   const std::span<const int> prompt(prompt_);
   if (!started_) {
     started_ = true;
     if (cancelled()) {
       r_.finish = Finish::cancelled;
       phase_ = Phase::done;
-      return;
+      return {};
     }
     if (opt_.max_new_tokens <= 0) {
       r_.finish = Finish::length;
       phase_ = Phase::done;
-      return;
+      return {};
     }
     t0_ = std::chrono::steady_clock::now();
     if (cache_)
@@ -120,14 +127,22 @@ void Generation::prefill_chunk() {
       s_.reset();
     r_.cached_tokens = int(reused_);
     fed_ = reused_;
-    if (reused_ == prompt.size()) return start_decode(saved_logits_.data());
+    if (reused_ == prompt.size()) {
+      start_decode(saved_logits_.data());
+      return {};
+    }
     if (opt_.prefill_chunk_tokens <= 0) fail("prefill", "chunk size must be positive");
     if (opt_.prefill_progress) opt_.prefill_progress(0, prompt.size() - reused_);
   }
-  const size_t n = std::min(prompt.size() - fed_, size_t(opt_.prefill_chunk_tokens));
-  s_.prefill(prompt.subspan(fed_, n));
-  fed_ += n;
-  const size_t done = fed_ - reused_, total = prompt.size() - reused_;
+  feeding_ = std::min(prompt.size() - fed_, std::max<size_t>(max_tokens, 1));
+  return prompt.subspan(fed_, feeding_);
+}
+
+void Generation::prefill_fed(const float* last_logits) {
+  if (!prefilling() || feeding_ == 0) fail("generate", "prefill_fed() without prefill_rows()");
+  fed_ += feeding_;
+  feeding_ = 0;
+  const size_t done = fed_ - reused_, total = prompt_.size() - reused_;
   if (opt_.prefill_progress) opt_.prefill_progress(done, total);
   if (done < total) {
     if (cancelled()) {  // polled between chunks
@@ -137,8 +152,8 @@ void Generation::prefill_chunk() {
     }
     return;
   }
-  if (cache_) cache_->save(s_, s_.logits());
-  start_decode(s_.logits().data());
+  if (cache_) cache_->save(s_, std::span<const float>(last_logits, V_));
+  start_decode(last_logits);
 }
 
 void Generation::start_decode(const float* logits) {

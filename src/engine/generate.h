@@ -132,6 +132,13 @@ class Generation {
   // The first call resumes from the cache; each call feeds one prompt chunk
   // (prefill_chunk_tokens); after the last one the first token is sampled and reported.
   void prefill_chunk();
+  // The same, with the chunk fed by the caller (engine/batch.h feeds several
+  // prompts' chunks in one pass): the next chunk, at most max_tokens (empty:
+  // nothing to feed, the generation ended or resumed its whole prompt), then
+  // prefill_fed() with the logits [V] of its last position once it is fed.
+  std::span<const int> prefill_rows(size_t max_tokens);
+  void prefill_fed(const float* last_logits);
+  int prefill_chunk_tokens() const { return opt_.prefill_chunk_tokens; }
   // Ends the generation (Finish::cancelled) if opt.cancelled says so; true then.
   bool poll_cancelled();
   // The tokens the next pass feeds: the pending token, then its drafts.
@@ -160,7 +167,7 @@ class Generation {
   GenerateResult r_;
   Phase phase_ = Phase::prefill;
   bool started_ = false, drafting_;
-  size_t V_, reused_ = 0, fed_ = 0;
+  size_t V_, reused_ = 0, fed_ = 0, feeding_ = 0;
   std::chrono::steady_clock::time_point t0_;
   std::vector<float> saved_logits_, lp_;
   TokenEvent ev_;

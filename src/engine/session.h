@@ -41,11 +41,12 @@ class Session {
   bool prefill_chunked(std::span<const int> tokens, int chunk, const PrefillProgress& progress);
   const std::vector<float>& logits() const { return logits_; }
 
-  // One pass over several sessions (engine/batch.h: k3/model.h's forward_rows):
-  // session i feeds chunks[i] like verify() (a chunk of one like step()), each
-  // bitwise as if fed alone; `logits` gets [all rows][V] in order.
+  // One pass over several sessions (engine/batch.h: k3/model.h's forward_rows),
+  // each bitwise as if fed alone. Logits::All: session i feeds chunks[i] like
+  // verify() (a chunk of one like step()) and `logits` gets [all rows][V] in
+  // order; Logits::Last: like prefill(), `logits` gets [sessions][V].
   static void feed_together(std::span<Session* const> sessions, std::span<const std::vector<int>> chunks,
-                            std::vector<float>& logits);
+                            Logits which, std::vector<float>& logits);
 
   void reset();
   const std::vector<int>& tokens() const { return tokens_; }
