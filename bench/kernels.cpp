@@ -28,6 +28,7 @@
 
 #include "base/numeric.h"
 #include "kernels/fast.h"
+#include "kernels/ref.h"
 #include "kernels/threads.h"
 
 using namespace sluice;
@@ -187,6 +188,24 @@ MxMatrix make_mx(Lcg& rng, int rows, int cols) {
   return m;
 }
 
+// int8 rows (kernels/ref.h): per-group fp32 scales, then the codes.
+struct Int8Matrix {
+  uint8_t* w;
+  int rows, cols;
+  size_t bytes() const { return size_t(rows) * ref::int8_row_bytes(cols); }
+};
+Int8Matrix make_int8(Lcg& rng, int rows, int cols) {
+  Int8Matrix m{nullptr, rows, cols};
+  m.w = static_cast<uint8_t*>(alloc(m.bytes()));
+  for (size_t i = 0; i < m.bytes(); i++) m.w[i] = uint8_t(rng.next());
+  for (int r = 0; r < rows; r++)
+    for (int g = 0; g < ref::int8_groups(cols); g++) {
+      const float sc = 1e-3f * (1.0f + rng.uniform());
+      std::memcpy(m.w + size_t(r) * ref::int8_row_bytes(cols) + 4 * size_t(g), &sc, 4);
+    }
+  return m;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -275,7 +294,29 @@ int main(int argc, char** argv) {
     std::snprintf(name, sizeof name, "bf16 7168x7168 (98 MB), %d thread%s", t, t > 1 ? "s" : "");
     report(name, r);
   }
+  // int8 spine (pack/int8.h): the same shape, 1.02 bytes per weight.
+  auto int8_part = [&](const Int8Matrix& m, const float* xv, float* yv) {
+    return [&m, xv, yv](int i, int parts) {
+      auto [r0, r1] = row_range(m.rows, i, parts);
+      fast::matvec_int8(m.w + size_t(r0) * ref::int8_row_bytes(m.cols), r1 - r0, m.cols, xv, yv + r0);
+    };
+  };
+  Int8Matrix big8 = make_int8(rng, 7168, 7168);
+  for (int t : {1, threads}) {
+    kernels::set_num_threads(t);
+    Result r = measure({{big8.w, big8.bytes()}}, reps, int8_part(big8, x.data(), y.data()),
+                       [&] { fast::matvec_int8(big8.w, big8.rows, big8.cols, x.data(), y.data()); });
+    char name[96];
+    std::snprintf(name, sizeof name, "int8 7168x7168 (53 MB), %d thread%s", t, t > 1 ? "s" : "");
+    report(name, r);
+  }
   kernels::set_num_threads(threads);
+  if (!quick) {
+    Int8Matrix m = make_int8(rng, 33792, 7168);
+    report("int8 33792x7168 (dense-FFN gate)", measure({{m.w, m.bytes()}}, reps, int8_part(m, x.data(), y.data()),
+                                                       [&] { fast::matvec_int8(m.w, m.rows, m.cols, x.data(), y.data()); }));
+    std::free(m.w);
+  }
   if (!quick) {
     struct Shape {
       int rows, cols;
@@ -345,6 +386,10 @@ int main(int argc, char** argv) {
     double t = best_slowest_thread_s(reps * 20, bf16_part(small, x.data(), y.data()));
     std::printf("bf16 256x1024 (512 KB)                     %5.1f GB/s\n", small.bytes() / t / 1e9);
     std::free(small.w);
+    Int8Matrix s8 = make_int8(rng, 512, 1024);
+    t = best_slowest_thread_s(reps * 20, int8_part(s8, x.data(), y.data()));
+    std::printf("int8 512x1024 (520 KB)                     %5.1f GB/s\n", s8.bytes() / t / 1e9);
+    std::free(s8.w);
     MxMatrix m = make_mx(rng, 512, 2048);
     t = best_slowest_thread_s(reps * 20, [&](int i, int parts) { mx_rows(m, x.data(), y.data(), i, parts); });
     std::printf("mxfp4 512x2048 (544 KB)                    %5.1f GB/s\n", m.bytes() / t / 1e9);
@@ -378,6 +423,20 @@ int main(int argc, char** argv) {
     std::printf("bf16 matmul 7168x7168 (from memory), n=%-3d %7.1f ms  %6.1f GFLOP/s  %4.1fx\n", n, t * 1e3,
                 2.0 * big.rows * big.cols * n / t / 1e9, mv * n / t);
   }
+  auto int8_mm = [&](int n) {
+    return [&, n](int i, int parts) {
+      auto [r0, r1] = row_range(big8.rows, i, parts);
+      fast::matmul_int8(big8.w + size_t(r0) * ref::int8_row_bytes(big8.cols), r1 - r0, big8.cols, X.data(), n,
+                        Yparts[i].data());
+    };
+  };
+  mv = best_slowest_thread_s(reps, int8_part(big8, x.data(), y.data()));
+  for (int n : {2, 4, 8, 16, 32, 64}) {
+    if (quick && n > 16) break;
+    double t = best_slowest_thread_s(std::max(3, reps / 3), int8_mm(n));
+    std::printf("int8 matmul 7168x7168 (from memory), n=%-3d %7.1f ms  %6.1f GFLOP/s  %4.1fx\n", n, t * 1e3,
+                2.0 * big8.rows * big8.cols * n / t / 1e9, mv * n / t);
+  }
   mv = best_slowest_thread_s(reps, [&](int i, int parts) { mx_rows(mx, h.data(), g.data(), i, parts); });
   for (int n : {2, 4, 8, 16, 32, 64}) {
     if (quick && n > 16) break;
@@ -402,6 +461,7 @@ int main(int argc, char** argv) {
   }
 
   std::free(big.w);
+  std::free(big8.w);
   for (auto* v : {&w1, &w2, &w3})
     for (auto& m : *v) {
       std::free(m.packed);

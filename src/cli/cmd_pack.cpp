@@ -1,5 +1,5 @@
 // sluice pack — writes a packed copy of a checkpoint's spine beside its shards.
-//   sluice pack --model DIR --spine lossless [--out FILE]
+//   sluice pack --model DIR --spine lossless|int8 [--out FILE]
 // Progress on stderr; the pack itself is written atomically (pack/pack.h).
 // Packing again when a matching pack is there does nothing.
 #include <unistd.h>
@@ -24,7 +24,6 @@ int run_pack(const PackArgs& a) {
   const Checkpoint ck = open_checkpoint(a.model);
   PackOptions o;
   o.format = parse_spine_format(a.spine);
-  if (o.format == SpineFormat::bf16) throw Error("pack: --spine bf16 is the checkpoint itself; pack lossless or int8");
   o.out = a.out;
   const bool tty = ::isatty(2);
   const auto t0 = std::chrono::steady_clock::now();
@@ -40,17 +39,18 @@ int run_pack(const PackArgs& a) {
   };
   const PackResult r = write_pack(ck, o);
   if (tty && !r.up_to_date) std::fprintf(stderr, "\n");
-  std::printf("%s %s: %.3f GB of bf16 spine in %.3f GB (ratio %.4f)\n", r.up_to_date ? "up to date" : "wrote",
+  std::printf("%s %s: %.3f GB of bf16 spine in %.3f GB %s(ratio %.4f)\n", r.up_to_date ? "up to date" : "wrote",
               r.path.c_str(), double(r.source_bytes) / 1e9, double(r.packed_bytes) / 1e9,
+              o.format == SpineFormat::int8 ? "of int8, lossy " : "",
               r.source_bytes ? double(r.packed_bytes) / double(r.source_bytes) : 0.0);
   return 0;
 }
 
-Command reg("pack", "Write a compressed copy of the spine (lossless: bit-exact) beside the checkpoint",
+Command reg("pack", "Write a compressed copy of the spine (lossless: bit-exact; int8: lossy) beside the checkpoint",
             [](CLI::App& sub, Action* action) {
               auto a = std::make_shared<PackArgs>();
               sub.add_option("--model", a->model, "Model directory")->required();
-              sub.add_option("--spine", a->spine, "lossless (exact; int8 is not implemented yet)")->required();
+              sub.add_option("--spine", a->spine, "lossless (exact) or int8 (per-group int8, lossy: opt in with --spine int8)")->required();
               sub.add_option("--out", a->out, "Pack file (default: DIR/spine.<spine>.pack)");
               *action = [a] { return run_pack(*a); };
             });

@@ -31,7 +31,9 @@ void verify_packs(const std::string& dir, VerifyResult& r) {
       problems = {e.what()};
     }
     for (const std::string& p : problems) std::printf("PROBLEM %s\n", p.c_str());
-    if (problems.empty()) std::printf("ok      %s: bound to this checkpoint, every block decodes to its source\n", path.c_str());
+    if (problems.empty())
+      std::printf("ok      %s: bound to this checkpoint, every block %s\n", path.c_str(),
+                  f == SpineFormat::int8 ? "is its source quantized" : "decodes to its source");
     r.problems += int(problems.size());
   }
 }

@@ -8,8 +8,8 @@ namespace sluice::cli {
 
 inline void add_spine_option(CLI::App& sub, std::string& spine) {
   sub.add_option("--spine", spine,
-                 "Spine copy to read: bf16 (the shards), lossless (its pack, bit-identical), int8 "
-                 "(default: lossless when DIR/spine.lossless.pack exists, else bf16)")
+                 "Spine copy to read: bf16 (the shards), lossless (its pack, bit-identical), int8 (its pack, "
+                 "lossy: docs/packs.md) (default: lossless when DIR/spine.lossless.pack exists, else bf16)")
       ->check(CLI::IsMember({"bf16", "lossless", "int8"}));
 }
 

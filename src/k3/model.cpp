@@ -159,13 +159,14 @@ std::shared_ptr<const Pack> open_spine_pack(const Checkpoint& ck, const std::str
   const SpineFormat f = spine.empty() ? SpineFormat::lossless : parse_spine_format(spine);
   if (f == SpineFormat::bf16) return nullptr;
   const std::string path = pack_path(ck.dir, f);
-  if (f == SpineFormat::int8) fail(path, "int8 spines are not implemented yet (use bf16 or lossless)");
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     if (spine.empty()) return nullptr;
     fail(path, std::string("no ") + spine + " pack here; run `sluice pack --model " + ck.dir + " --spine " + spine + "`");
   }
-  return std::make_shared<const Pack>(open_pack(path, ck));
+  auto pack = std::make_shared<const Pack>(open_pack(path, ck));
+  if (pack->format != f) fail(path, std::string("holds a ") + spine_format_name(pack->format) + " spine, not " + spine_format_name(f));
+  return pack;
 }
 
 std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt) {

@@ -3,7 +3,8 @@
 #include <algorithm>
 
 #include "base/error.h"
-
+#include "kernels/fast.h"
+#include "pack/int8.h"
 
 namespace sluice {
 
@@ -32,7 +33,7 @@ Spine::Spine(const Checkpoint& ck, uint64_t chunk_bytes, std::shared_ptr<const P
   add_matrix({&head_, head, false}, chunk_bytes, 2 * layers_);
   uint64_t decode = 0;  // the largest packed piece, decoded
   for (const Piece& p : pieces_)
-    if (p.packed) decode = std::max(decode, uint64_t(p.rows) * uint64_t(matrices_[size_t(p.matrix)].view->cols) * 2);
+    if (p.packed && !p.int8) decode = std::max(decode, uint64_t(p.rows) * uint64_t(matrices_[size_t(p.matrix)].view->cols) * 2);
   if (decode) decoded_ = AlignedBuffer(decode);
   fixed_bytes_ += decode;
 }
@@ -42,16 +43,21 @@ Spine::~Spine() { be_->release(owner_); }
 void Spine::add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit) {
   Bf16Matrix& m = *r.view;
   m.id = int(matrices_.size());
-  matrices_.push_back({r.view, r.span, {}});
+  matrices_.push_back({r.view, r.span, {}, nullptr});
   const uint64_t row_bytes = uint64_t(m.cols) * 2;
-  if (const PackedTensor* t = pack_ ? pack_->find(r.span.file, r.span.offset) : nullptr) {
-    // Packed: pieces of whole blocks, read from the pack (the last file).
-    const int64_t block_bytes = int64_t(row_bytes) * t->rows_per_block;
+  const PackedTensor* packed = pack_ ? pack_->find(r.span.file, r.span.offset) : nullptr;
+  const bool int8 = packed && pack_->format == SpineFormat::int8;
+  if (int8 && r.whole_only) packed = nullptr;  // indexed, not multiplied: bf16 from the shards
+  if (const PackedTensor* t = packed) {
+    // Packed: pieces of whole blocks, read from the pack (the last file);
+    // at most chunk_bytes of what they hold in RAM (decoded bf16, or int8).
+    const int64_t block_bytes = int64_t(int8 ? int8_row_bytes(m.cols) : row_bytes) * t->rows_per_block;
     const int64_t per_piece = r.whole_only ? t->blocks() : std::max<int64_t>(1, int64_t(chunk_bytes) / block_bytes);
     for (int64_t b0 = 0; b0 < t->blocks(); b0 += per_piece) {
       Piece p;
       p.matrix = m.id;
       p.packed = t;
+      p.int8 = int8;
       p.block0 = b0;
       p.blocks = std::min(per_piece, t->blocks() - b0);
       p.row0 = b0 * t->rows_per_block;
@@ -81,7 +87,7 @@ void Spine::add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit) {
 
 uint64_t Spine::piece_bytes(int i) const {
   const Piece& p = pieces_[size_t(i)];
-  if (p.packed) return SpanReader::direct_capacity(uint64_t(p.rows) * uint64_t(matrices_[size_t(p.matrix)].view->cols) * 2);
+  if (p.packed && !p.int8) return SpanReader::direct_capacity(uint64_t(p.rows) * uint64_t(matrices_[size_t(p.matrix)].view->cols) * 2);
   return SpanReader::direct_capacity(p.span.length);
 }
 
@@ -115,28 +121,42 @@ void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const 
     FileSpan span;
     std::vector<int> pieces;  // pointed at the landed bytes
     int whole = -1;           // the matrix read whole, or -1
+    int whole_int8 = -1;      // the int8 matrix read whole, or -1
   };
   std::vector<Read> reads;
   std::vector<Read> packed;  // resident packed pieces: read compressed, decoded into place
   for (size_t i = 0; i < matrices_.size(); i++) {
     const Matrix& mx = matrices_[i];
-    if (!mx.pieces.empty() && pieces_[size_t(mx.pieces[0])].packed) {
+    const Piece* first = mx.pieces.empty() ? nullptr : &pieces_[size_t(mx.pieces[0])];
+    if (first && first->int8) {
+      // int8: read as stored (no decoding), like bf16; a matrix all of whose
+      // pieces stay is one read of its blocks.
       bool all = true;
       for (int p : mx.pieces) all = all && resident[size_t(p)];
-      if (all) packed.push_back({mx.span, mx.pieces, int(i)});
+      const PackedTensor& t = *first->packed;
+      if (all) reads.push_back({{first->span.file, t.data_at, t.index.back()}, mx.pieces, -1, int(i)});
       else
         for (int p : mx.pieces)
-          if (resident[size_t(p)]) packed.push_back({pieces_[size_t(p)].span, {p}, -1});
+          if (resident[size_t(p)]) reads.push_back({pieces_[size_t(p)].span, {p}, -1, -1});
+      continue;
+    }
+    if (first && first->packed) {
+      bool all = true;
+      for (int p : mx.pieces) all = all && resident[size_t(p)];
+      if (all) packed.push_back({mx.span, mx.pieces, int(i), -1});
+      else
+        for (int p : mx.pieces)
+          if (resident[size_t(p)]) packed.push_back({pieces_[size_t(p)].span, {p}, -1, -1});
       continue;
     }
     bool all = true;
     for (int p : mx.pieces) all = all && resident[size_t(p)];
     if (all) {
-      reads.push_back({mx.span, mx.pieces, int(i)});
+      reads.push_back({mx.span, mx.pieces, int(i), -1});
       continue;
     }
     for (int p : mx.pieces)
-      if (resident[size_t(p)]) reads.push_back({pieces_[size_t(p)].span, {p}, -1});
+      if (resident[size_t(p)]) reads.push_back({pieces_[size_t(p)].span, {p}, -1, -1});
   }
   uint64_t total = 0;
   for (const Read& r : reads) total += SpanReader::direct_capacity(r.span.length);
@@ -179,15 +199,23 @@ void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const 
     uint64_t landed = 0;
     if (progress) progress(0, total);
     for (size_t i = 0; i < reads.size(); i++) {
-      const uint16_t* data = reinterpret_cast<const uint16_t*>(reader.wait(tickets[i]).data);
+      const uint8_t* bytes = reader.wait(tickets[i]).data;
       landed += SpanReader::direct_capacity(reads[i].span.length);
       if (progress) progress(landed, total);
       const Read& r = reads[i];
-      if (r.whole >= 0) matrices_[size_t(r.whole)].view->w = data;
+      if (r.whole >= 0) matrices_[size_t(r.whole)].view->w = reinterpret_cast<const uint16_t*>(bytes);
+      if (r.whole_int8 >= 0) matrices_[size_t(r.whole_int8)].q8 = bytes;
       for (int p : r.pieces) {
         Piece& pc = pieces_[size_t(p)];
         pc.resident = true;
-        pc.data = r.whole >= 0 ? data + (pc.row0 * matrices_[size_t(pc.matrix)].view->cols) : data;
+        const uint8_t* at = bytes + (pc.span.offset - r.span.offset);  // pieces are contiguous runs of the read
+        if (!pc.int8) {
+          pc.data = reinterpret_cast<const uint16_t*>(at);
+          continue;
+        }
+        pc.q8 = at;
+        check_int8_blocks(*pack_, *pc.packed, pc.block0, pc.blocks, at);
+        pc.checked = true;
       }
     }
   }
@@ -214,7 +242,11 @@ void Spine::read_pass(bool with_head, const std::function<void(int unit)>& at_un
     if (p.head && !with_head) break;
     for (; unit < p.unit; unit++)
       if (at_unit) at_unit(unit + 1);
-    if (!p.resident) take(p);
+    if (p.resident) continue;
+    if (p.int8)
+      take_int8(p);
+    else
+      take(p);
   }
   if (stream_) stream_->release();
 }
@@ -229,21 +261,40 @@ const uint16_t* Spine::take(const Piece& p) {
   return out;
 }
 
+const uint8_t* Spine::take_int8(const Piece& p) {
+  if (p.resident) return p.q8;
+  const uint8_t* bytes = stream_->acquire(size_t(p.item))[0];
+  if (!p.checked) check_int8_blocks(*pack_, *p.packed, p.block0, p.blocks, bytes);
+  p.checked = true;
+  return bytes;
+}
+
 void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
   if (use_log_ && m.id >= 0) use_log_->push_back(m.id);
   if (m.w) {
     be_->matmul_bf16(resident(m), x, T, y);
     return;
   }
-  for (int i : matrices_.at(size_t(m.id)).pieces) {
+  const Matrix& mx = matrices_.at(size_t(m.id));
+  if (mx.q8) {
+    fast::matmul_int8(mx.q8, m.rows, m.cols, x, T, y);
+    return;
+  }
+  // One piece's rows [row0, row0 + rows) of the T outputs, into out ([T][rows]).
+  auto piece = [&](const Piece& p, float* out) {
+    if (p.int8)
+      fast::matmul_int8(take_int8(p), p.rows, m.cols, x, T, out);
+    else
+      be_->matmul_bf16(Bf16Ref{take(p), p.rows, m.cols, p.resident ? owner_ : 0}, x, T, out);
+  };
+  for (int i : mx.pieces) {
     const Piece& p = pieces_[size_t(i)];
-    const Bf16Ref w{take(p), p.rows, m.cols, p.resident ? owner_ : 0};
     if (T == 1) {
-      be_->matmul_bf16(w, x, 1, y + p.row0);
+      piece(p, y + p.row0);
       continue;
     }
     scatter_.resize(size_t(T) * size_t(p.rows));
-    be_->matmul_bf16(w, x, T, scatter_.data());
+    piece(p, scatter_.data());
     for (int t = 0; t < T; t++)
       std::copy_n(scatter_.data() + size_t(t) * p.rows, p.rows, y + size_t(t) * m.rows + p.row0);
   }
@@ -253,7 +304,8 @@ Bf16Ref Spine::whole(const Bf16Matrix& m) {
   if (use_log_ && m.id >= 0) use_log_->push_back(m.id);
   if (m.w) return resident(m);
   const Matrix& mx = matrices_.at(size_t(m.id));
-  if (mx.pieces.size() != 1) fail("spine", "matrix indexed whole was cut into pieces");
+  if (mx.pieces.size() != 1 || pieces_[size_t(mx.pieces[0])].int8)
+    fail("spine", "matrix indexed whole was cut into pieces or is int8");
   const Piece& p = pieces_[size_t(mx.pieces[0])];
   return {take(p), m.rows, m.cols, p.resident ? owner_ : 0};
 }

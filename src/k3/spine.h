@@ -29,6 +29,13 @@
 // kernel pool (checking each block's crc32 the first time it is read);
 // resident pieces are decoded once at start. Decoding is exact, so logits are
 // the same bits as with the bf16 shards.
+//
+// With an int8 pack (pack/int8.h) its matrices are cut the same way, but
+// nothing is decoded: resident and streamed pieces hold the int8 rows as
+// they are in the pack, and matmul() runs the int8 kernel on them (checking
+// each block's crc32 on its first read). Lossy: logits differ from bf16 by
+// the drift in docs/packs.md. Matrices an int8 pack leaves out (routers,
+// MLA's kv_b) are read from the shards as bf16.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -119,6 +126,7 @@ class Spine {
     Bf16Matrix* view = nullptr;
     FileSpan span;  // the whole tensor
     std::vector<int> pieces;
+    const uint8_t* q8 = nullptr;  // int8, when every piece is resident: the whole matrix
   };
   struct Piece {
     int matrix = 0;
@@ -129,13 +137,16 @@ class Spine {
     bool head = false;
     bool resident = false;
     int item = -1;                   // its index in the stream, when streamed
-    const uint16_t* data = nullptr;  // when resident
+    const uint16_t* data = nullptr;  // when resident (bf16 or decoded)
+    const uint8_t* q8 = nullptr;     // when resident and int8
     const PackedTensor* packed = nullptr;  // read from the pack: blocks [block0, block0 + blocks)
     int64_t block0 = 0, blocks = 0;
+    bool int8 = false;             // from an int8 pack: q8 rows, never decoded
     mutable bool checked = false;  // its blocks' checksums were checked
   };
   void add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit);
   const uint16_t* take(const Piece& p);
+  const uint8_t* take_int8(const Piece& p);
 
   const Checkpoint& ck_;
   std::shared_ptr<const Pack> pack_;

@@ -74,4 +74,18 @@ void matmul_mxfp4(const uint8_t* p, const uint8_t* s, int rows, int cols, const 
   ref::matmul_mxfp4(p, s, rows, cols, X, n, Y);
 }
 
+void matvec_int8(const uint8_t* W, int rows, int cols, const float* x, float* y) {
+#if defined(__x86_64__)
+  if (use_avx2()) return avx2::matvec_int8(W, rows, cols, x, y);
+#endif
+  ref::matvec_int8(W, rows, cols, x, y);
+}
+
+void matmul_int8(const uint8_t* W, int rows, int cols, const float* X, int n, float* Y) {
+#if defined(__x86_64__)
+  if (use_avx2()) return avx2::matmul_int8(W, rows, cols, X, n, Y);
+#endif
+  ref::matmul_int8(W, rows, cols, X, n, Y);
+}
+
 }  // namespace sluice::fast

@@ -25,6 +25,9 @@ void matvec_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int col
                   const float* x, float* y);
 void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols,
                   const float* X, int n, float* Y);
+// int8 rows with per-group fp32 scales (kernels/ref.h, the int8 spine).
+void matvec_int8(const uint8_t* W, int rows, int cols, const float* x, float* y);
+void matmul_int8(const uint8_t* W, int rows, int cols, const float* X, int n, float* Y);
 
 // Which implementation the functions above run: the best the CPU supports,
 // unless a test or benchmark picks another. Results differ between them in the

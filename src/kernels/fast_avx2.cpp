@@ -16,6 +16,11 @@
 //          part_0 = w0·x0 + w2·x2 + w4·x4 + w6·x6 and part_1 likewise over
 //          the odd vectors (mul then FMAs, in that order, w unscaled), then
 //          acc_i += part_i · 2^(s-127) (FMA, per-lane scale of its group).
+//   int8:  x is used as it is (zero-padded to a multiple of 32). For each
+//          group of 128 columns (one scale) in order, over its blocks of 32
+//          (the last one zero-padded): part_k += q[8k:8k+8]·x[8k:8k+8] for
+//          k = 0..3 (FMAs from zero), then acc_0 += (part_0 + part_2)·scale
+//          and acc_1 += (part_1 + part_3)·scale (add, then FMA).
 //   Then y = hsum(acc_0 + acc_1), hsum adding the two 128-bit halves, then
 //   the high pair onto the low pair, then lane 1 onto lane 0.
 //
@@ -42,6 +47,7 @@
 #include <new>
 
 #include "base/numeric.h"
+#include "kernels/ref.h"
 #include "kernels/threads.h"
 
 namespace sluice::fast::avx2 {
@@ -54,6 +60,9 @@ constexpr int kMatmulTokens = 2;    //   must fit the 16 ymm registers with the 
 constexpr int kMxMatvecRows = 1;
 constexpr int kMxMatmulRows = 1;
 constexpr int kMxMatmulTokens = 2;
+constexpr int kInt8MatvecRows = 2;   // 6·R·T accumulators (acc, part) + widened codes
+constexpr int kInt8MatmulRows = 1;
+constexpr int kInt8MatmulTokens = 2;
 constexpr size_t kL2WeightBytes = 256 << 10;  // weight rows kept hot per row block (L2)
 constexpr size_t kL1ActBytes = 16 << 10;      // activations of a token block × column chunk (L1)
 constexpr size_t kL2ActBytes = 256 << 10;     // activations of a token block, whole rows (L2)
@@ -72,6 +81,7 @@ inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
 // Measured in docs/kernels.md.
 constexpr int kBf16PrefetchBytes = 2048;
 constexpr int kMxPrefetchBytes = 1024;
+constexpr int kInt8PrefetchBytes = 2048;
 inline void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
 inline void prefetch_l1(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 
@@ -375,6 +385,93 @@ struct MxKernel {
   }
 };
 
+// ---------------------------------------------------------------- int8
+
+struct Int8Mat {
+  const uint8_t* W;  // rows of ref::int8_row_bytes(cols): fp32 scales, then int8 codes
+  int rows, cols;
+  size_t row_bytes() const { return size_t(ref::int8_row_bytes(cols)); }
+};
+
+// 16 int8 codes at q as two vectors of 8 floats (exact); two 8-byte loads
+// that the sign-extensions take as memory operands (no shuffle between).
+inline void int8_widen(const uint8_t* q, __m256* lo, __m256* hi) {
+  *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+  *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8))));
+}
+
+struct Int8Kernel {
+  using Mat = Int8Mat;
+  static constexpr bool kColumnChunks = false;
+  static int padded_cols(int cols) { return round_up(cols, 32); }
+  static void permute(const float* x, int cols, float* xp) {
+    std::memcpy(xp, x, size_t(cols) * sizeof(float));
+    std::fill(xp + cols, xp + padded_cols(cols), 0.0f);
+  }
+
+  // Four FMA chains per (row, token), so the FMA latency is hidden even for
+  // a single row (two chains ran at half the memory ceiling).
+  template <int R, int T>
+  static void tile(const Mat& m, const TileIo& io) {
+    const int groups = ref::int8_groups(m.cols), full = m.cols / ref::kInt8Group;
+    const size_t row_bytes = m.row_bytes();
+    const uint8_t* base = m.W + size_t(io.r0) * row_bytes;
+    const uint8_t* codes = base + 4 * size_t(groups);
+    TileAcc<R, T> acc(io);
+    __m256 part[R][T][4];
+    // 32 columns from c: part_k += q[c+8k : c+8k+8] · x (k = 0..3), per row and token.
+    auto block = [&](int c, bool partial) __attribute__((always_inline)) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; r++) {
+        const uint8_t* q = codes + size_t(r) * row_bytes + c;
+        if (c % 64 == 0) prefetch_l2(q + kInt8PrefetchBytes);
+        __m256 w[4];
+        if (!partial) [[likely]] {
+          int8_widen(q, &w[0], &w[1]);
+          int8_widen(q + 16, &w[2], &w[3]);
+        } else {  // the row's last partial block, zero-padded (x is padded too)
+          alignas(32) uint8_t tail[32] = {};
+          std::memcpy(tail, q, size_t(std::min(32, m.cols - c)));
+          int8_widen(tail, &w[0], &w[1]);
+          int8_widen(tail + 16, &w[2], &w[3]);
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; k++)
+            part[r][t][k] = _mm256_fmadd_ps(w[k], _mm256_load_ps(io.xp + t * io.ldx + c + 8 * k), part[r][t][k]);
+      }
+    };
+    for (int g = 0; g < groups; g++) {
+      const int c0 = g * ref::kInt8Group;
+#pragma GCC unroll 8
+      for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; k++) part[r][t][k] = _mm256_setzero_ps();
+      if (g < full) [[likely]] {
+#pragma GCC unroll 4
+        for (int k = 0; k < ref::kInt8Group / 32; k++) block(c0 + 32 * k, false);
+      } else {
+        for (int c = c0; c < m.cols; c += 32) block(c, c + 32 > m.cols);
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; r++) {
+        float sc;
+        std::memcpy(&sc, base + size_t(r) * row_bytes + 4 * size_t(g), 4);
+        const __m256 scale = _mm256_set1_ps(sc);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+          acc.v[r][t][0] = _mm256_fmadd_ps(_mm256_add_ps(part[r][t][0], part[r][t][2]), scale, acc.v[r][t][0]);
+          acc.v[r][t][1] = _mm256_fmadd_ps(_mm256_add_ps(part[r][t][1], part[r][t][3]), scale, acc.v[r][t][1]);
+        }
+      }
+    }
+    acc.finish(io);
+  }
+};
+
 // ---------------------------------------------------------------- driver
 
 // `count` tokens against rows io.r0.. : tiles of T tokens, then smaller ones.
@@ -455,6 +552,15 @@ void permute_and_run(const typename K::Mat& m, const float* X, int n, float* Y) 
 }
 
 }  // namespace
+
+void matvec_int8(const uint8_t* W, int rows, int cols, const float* x, float* y) {
+  permute_and_run<Int8Kernel, kInt8MatvecRows, 1>({W, rows, cols}, x, 1, y);
+}
+
+void matmul_int8(const uint8_t* W, int rows, int cols, const float* X, int n, float* Y) {
+  if (n == 1) return matvec_int8(W, rows, cols, X, Y);
+  permute_and_run<Int8Kernel, kInt8MatmulRows, kInt8MatmulTokens>({W, rows, cols}, X, n, Y);
+}
 
 void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y) {
   permute_and_run<Bf16Kernel, kMatvecRows, 1>({W, rows, cols}, x, 1, y);

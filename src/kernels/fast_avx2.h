@@ -15,4 +15,7 @@ void matvec_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int col
 void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols,
                   const float* X, int n, float* Y);
 
+void matvec_int8(const uint8_t* W, int rows, int cols, const float* x, float* y);
+void matmul_int8(const uint8_t* W, int rows, int cols, const float* X, int n, float* Y);
+
 }  // namespace sluice::fast::avx2

@@ -254,6 +254,84 @@ void check_mxfp4(Rng& rng, int rows, int cols, int n, int scale_lo, int scale_hi
   }
 }
 
+// int8 rows (kernels/ref.h): every code, scales of varied magnitude with some zeros.
+std::vector<uint8_t> random_int8(Rng& rng, int rows, int cols) {
+  std::uniform_int_distribution<int> byte(0, 255), kind(0, 9), shift(-30, 10);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint8_t> W(size_t(rows) * ref::int8_row_bytes(cols));
+  for (auto& b : W) b = uint8_t(byte(rng));
+  for (int r = 0; r < rows; r++)
+    for (int g = 0; g < ref::int8_groups(cols); g++) {
+      const float s = kind(rng) == 0 ? 0.0f : std::ldexp(normal(rng), shift(rng) / 4);
+      std::memcpy(W.data() + size_t(r) * ref::int8_row_bytes(cols) + 4 * size_t(g), &s, 4);
+    }
+  return W;
+}
+
+void check_int8(Rng& rng, int rows, int cols, int n) {
+  SCOPED_TRACE("int8 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) + " n=" + std::to_string(n));
+  auto W = random_int8(rng, rows, cols);
+  auto X = random_activations(rng, size_t(n) * cols);
+  std::vector<float> ref(size_t(n) * rows), mm(size_t(n) * rows), mv(size_t(n) * rows);
+  ref::matmul_int8(W.data(), rows, cols, X.data(), n, ref.data());
+  std::vector<float> first;
+  for (int threads : {1, 2, 3}) {
+    kernels::set_num_threads(threads);
+    std::fill(mm.begin(), mm.end(), NAN);
+    fast::matmul_int8(W.data(), rows, cols, X.data(), n, mm.data());
+    for (int t = 0; t < n; t++)
+      fast::matvec_int8(W.data(), rows, cols, X.data() + size_t(t) * cols, mv.data() + size_t(t) * rows);
+    ASSERT_TRUE(bitwise_equal(mm, mv)) << "matmul != matvec, threads=" << threads;
+    if (first.empty())
+      first = mm;
+    else
+      ASSERT_TRUE(bitwise_equal(mm, first)) << "result depends on thread count: " << threads;
+  }
+  std::vector<std::vector<float>> Wd(size_t(rows), std::vector<float>(static_cast<size_t>(cols)));
+  for (int r = 0; r < rows; r++) ref::dequant_int8_row(W.data(), cols, r, Wd[size_t(r)].data());
+  for (int t = 0; t < n; t++) {
+    const float* x = X.data() + size_t(t) * cols;
+    auto s = abs_dot(rows, cols, x, [&](int r, int c) { return Wd[size_t(r)][size_t(c)]; });
+    for (int r = 0; r < rows; r++)
+      ASSERT_NEAR(mm[size_t(t) * rows + r], ref[size_t(t) * rows + r], tolerance(s[r], cols)) << "t=" << t << " r=" << r;
+  }
+}
+
+TEST(FastKernels, Int8OddShapes) {
+  KernelSettingsGuard guard;
+  Rng rng(11);
+  // Columns around the 16-wide block and the 128-wide group, rows around the tile.
+  for (int cols : {1, 7, 15, 16, 17, 100, 127, 128, 129, 255, 256, 300})
+    for (int rows : {1, 2, 3, 5}) check_int8(rng, rows, cols, 1 + (rows + cols) % 5);
+}
+
+TEST(FastKernels, Int8RandomShapesAndThreads) {
+  KernelSettingsGuard guard;
+  Rng rng(12);
+  std::uniform_int_distribution<int> rows(1, 70), cols(1, 900), n(1, 11);
+  for (int i = 0; i < 20; i++) check_int8(rng, rows(rng), cols(rng), n(rng));
+  check_int8(rng, 1000, 1024, 1);  // parallel, several L2 row blocks
+  check_int8(rng, 100, 2047, 34);
+}
+
+TEST(RefKernels, Int8MatvecIsGroupSumsTimesScales) {
+  Rng rng(13);
+  const int rows = 5, cols = 300;
+  auto W = random_int8(rng, rows, cols);
+  auto x = random_activations(rng, cols);
+  std::vector<float> y(rows), w(cols);
+  ref::matvec_int8(W.data(), rows, cols, x.data(), y.data());
+  for (int r = 0; r < rows; r++) {
+    ref::dequant_int8_row(W.data(), cols, r, w.data());
+    double want = 0, abs = 0;
+    for (int c = 0; c < cols; c++) {
+      want += double(w[size_t(c)]) * x[size_t(c)];
+      abs += std::fabs(double(w[size_t(c)]) * x[size_t(c)]);
+    }
+    EXPECT_NEAR(y[size_t(r)], want, 1e-5 * abs + 1e-30) << r;
+  }
+}
+
 TEST(FastKernels, Bf16OddShapes) {
   KernelSettingsGuard guard;
   Rng rng(1);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "base/file_io.h"
 #include "kernels/bf16_codec.h"
 #include "kernels/threads.h"
+#include "pack/int8.h"
 #include "hub/sha256.h"
 
 namespace sluice {
@@ -45,12 +47,22 @@ uint64_t file_size(const std::string& path) {
   return uint64_t(st.st_size);
 }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 // What a pack holds: every BF16 2-D tensor but the embedding, in file order.
-std::vector<const TensorInfo*> spine_tensors(const Checkpoint& ck) {
+// int8 leaves out what the engine reads exact from the shards anyway: the
+// MoE routers (they pick the experts) and MLA's kv_b (indexed per head).
+std::vector<const TensorInfo*> spine_tensors(const Checkpoint& ck, SpineFormat format) {
   std::vector<const TensorInfo*> out;
-  for (const auto& [name, t] : ck.tensors)
-    if (t.dtype == DType::BF16 && t.shape.size() == 2 && t.shape[0] > 1 && name != "model.embed_tokens.weight")
-      out.push_back(&t);
+  for (const auto& [name, t] : ck.tensors) {
+    if (t.dtype != DType::BF16 || t.shape.size() != 2 || t.shape[0] <= 1 || name == "model.embed_tokens.weight") continue;
+    if (format == SpineFormat::int8 &&
+        (ends_with(name, "block_sparse_moe.gate.weight") || ends_with(name, "self_attn.kv_b_proj.weight")))
+      continue;
+    out.push_back(&t);
+  }
   std::sort(out.begin(), out.end(),
             [](const TensorInfo* a, const TensorInfo* b) { return std::tie(a->shard, a->offset) < std::tie(b->shard, b->offset); });
   return out;
@@ -177,19 +189,29 @@ Pack open_pack(const std::string& path, const Checkpoint& ck) {
       if (!src || src->dtype != DType::BF16 || src->shape != std::vector<int64_t>{t.rows, t.cols} ||
           src->shard != t.shard || src->offset != t.offset || src->nbytes != t.nbytes)
         fail(path, "pack was made from another checkpoint (tensor '" + t.name + "' differs); run `sluice pack` again");
-      if (t.rows_per_block < 1 || t.cols < 1 || t.rows_per_block > int64_t(codec::kMaxBlockValues) / t.cols ||
+      const bool int8 = p.format == SpineFormat::int8;
+      if (t.rows_per_block < 1 || t.cols < 1 || t.cols > INT32_MAX ||
+          (!int8 && t.rows_per_block > int64_t(codec::kMaxBlockValues) / t.cols) ||
           blocks != (t.rows + t.rows_per_block - 1) / t.rows_per_block || t.index_at < kDataStart ||
           t.index_at + uint64_t(blocks + 1) * 8 > header_at)
         fail(path, "pack header is inconsistent (tensor '" + t.name + "')");
       t.index.resize(size_t(blocks + 1));
       read_exact(path, t.index.data(), t.index.size() * 8, t.index_at);
-      if (uint32_t(crc32(0, reinterpret_cast<const Bytef*>(t.index.data()), uInt(t.index.size() * 8))) !=
-          j.at("index_crc32").get<uint32_t>())
-        fail(path, "block index of tensor '" + t.name + "' fails its checksum");
+      uint32_t crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(t.index.data()), uInt(t.index.size() * 8)));
       t.data_at = t.index_at + t.index.size() * 8;
+      if (int8) {  // the blocks' crc32s follow the index, covered by its checksum
+        t.block_crc.resize(size_t(blocks));
+        if (t.data_at + t.block_crc.size() * 4 > header_at) fail(path, "pack header is inconsistent (tensor '" + t.name + "')");
+        read_exact(path, t.block_crc.data(), t.block_crc.size() * 4, t.data_at);
+        crc = uint32_t(crc32(crc, reinterpret_cast<const Bytef*>(t.block_crc.data()), uInt(t.block_crc.size() * 4)));
+        t.data_at += t.block_crc.size() * 4;
+      }
+      if (crc != j.at("index_crc32").get<uint32_t>()) fail(path, "block index of tensor '" + t.name + "' fails its checksum");
       if (t.index[0] != 0) fail(path, "block index of tensor '" + t.name + "' is inconsistent");
       for (size_t b = 0; b + 1 < t.index.size(); b++)
-        if (t.index[b + 1] <= t.index[b]) fail(path, "block index of tensor '" + t.name + "' is inconsistent");
+        if (t.index[b + 1] <= t.index[b] ||
+            (int8 && t.index[b + 1] - t.index[b] != int8_matrix_bytes64(t.block_rows(int64_t(b)), t.cols)))
+          fail(path, "block index of tensor '" + t.name + "' is inconsistent");
       if (t.data_at + t.index.back() > header_at) fail(path, "block index of tensor '" + t.name + "' runs past the data");
       p.packed_bytes += t.index.back();
       p.source_bytes += t.nbytes;
@@ -202,7 +224,8 @@ Pack open_pack(const std::string& path, const Checkpoint& ck) {
 }
 
 PackResult write_pack(const Checkpoint& ck, const PackOptions& opt) {
-  if (opt.format != SpineFormat::lossless) fail("pack", std::string("--spine ") + spine_format_name(opt.format) + " is not implemented yet (lossless is)");
+  if (opt.format == SpineFormat::bf16) fail("pack", "--spine bf16 is the checkpoint itself; pack lossless or int8");
+  const bool int8 = opt.format == SpineFormat::int8;
   PackResult r;
   r.path = opt.out.empty() ? pack_path(ck.dir, opt.format) : opt.out;
   struct stat st;
@@ -219,7 +242,7 @@ PackResult write_pack(const Checkpoint& ck, const PackOptions& opt) {
       // Stale or damaged: written again below.
     }
   }
-  const std::vector<const TensorInfo*> tensors = spine_tensors(ck);
+  const std::vector<const TensorInfo*> tensors = spine_tensors(ck, opt.format);
   uint64_t total = 0;
   for (const TensorInfo* t : tensors) total += t->nbytes;
   const std::string tmp = r.path + ".tmp." + std::to_string(::getpid());
@@ -230,7 +253,9 @@ PackResult write_pack(const Checkpoint& ck, const PackOptions& opt) {
     std::memcpy(zeros.data(), kMagic, 8);
     w.write(zeros.data(), zeros.size());
     json h = {{"format", "sluice-pack"}, {"version", kVersion}, {"spine", spine_format_name(opt.format)},
-              {"codec", "bf16-exponent-huffman-v1"}, {"shards", json::array()}, {"tensors", json::array()}};
+              {"codec", int8 ? "int8-group128-v1" : "bf16-exponent-huffman-v1"}, {"shards", json::array()},
+              {"tensors", json::array()}};
+    if (int8) h["group"] = kInt8Group;
     for (size_t i = 0; i < ck.shard_paths.size(); i++)
       h["shards"].push_back({{"file", base_name(ck.shard_paths[i])}, {"bytes", ck.shard_sizes[i]}});
     uint64_t done = 0;
@@ -239,13 +264,16 @@ PackResult write_pack(const Checkpoint& ck, const PackOptions& opt) {
       const std::string& shard = ck.shard_paths[size_t(t->shard)];
       const int64_t rows = t->shape[0], cols = t->shape[1];
       if (cols > int64_t(codec::kMaxBlockValues)) fail(shard, "tensor '" + t->name + "' has rows too long to pack");
+      // int8: the index, then the blocks' crc32s (reserved like the index).
       const int64_t rpb = pack_rows_per_block(cols);
       const int64_t blocks = (rows + rpb - 1) / rpb;
       // The index goes first: reserve it, fill it as blocks are written.
       const uint64_t index_at = w.at;
       std::vector<uint64_t> index(size_t(blocks + 1), 0);
-      if (std::fseek(w.f, long(index.size() * 8), SEEK_CUR) != 0) fail(tmp, "seek failed");
-      w.at += index.size() * 8;
+      std::vector<uint32_t> crcs(int8 ? size_t(blocks) : 0);
+      const uint64_t table_bytes = index.size() * 8 + crcs.size() * 4;
+      if (std::fseek(w.f, long(table_bytes), SEEK_CUR) != 0) fail(tmp, "seek failed");
+      w.at += table_bytes;
       const uint64_t data_at = w.at;
       Hasher sha;
       const int64_t chunk_blocks = std::max<int64_t>(1, int64_t(kChunkSource / (uint64_t(rpb * cols) * 2)));
@@ -260,7 +288,15 @@ PackResult write_pack(const Checkpoint& ck, const PackOptions& opt) {
         kernels::parallel_for(nb, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; i++) {
             const int64_t br0 = (b0 + i) * rpb, br1 = std::min(rows, br0 + rpb);
-            codec::encode_block(src.data() + (br0 - r0) * cols, uint32_t((br1 - br0) * cols), enc[size_t(i)]);
+            const uint16_t* from = src.data() + (br0 - r0) * cols;
+            std::vector<uint8_t>& out = enc[size_t(i)];
+            if (!int8) {
+              codec::encode_block(from, uint32_t((br1 - br0) * cols), out);
+              continue;
+            }
+            out.resize(int8_matrix_bytes64(br1 - br0, cols));
+            quantize_int8_rows(from, int(br1 - br0), int(cols), out.data());
+            crcs[size_t(b0 + i)] = uint32_t(crc32(0, out.data(), uInt(out.size())));
           }
         });
         for (int64_t i = 0; i < nb; i++) {
@@ -272,13 +308,16 @@ PackResult write_pack(const Checkpoint& ck, const PackOptions& opt) {
       }
       const uint64_t end = w.at;
       if (std::fseek(w.f, long(index_at), SEEK_SET) != 0) fail(tmp, "seek failed");
-      if (std::fwrite(index.data(), 8, index.size(), w.f) != index.size()) fail(tmp, "write failed (disk full?)");
+      if (std::fwrite(index.data(), 8, index.size(), w.f) != index.size() ||
+          (!crcs.empty() && std::fwrite(crcs.data(), 4, crcs.size(), w.f) != crcs.size()))
+        fail(tmp, "write failed (disk full?)");
+      uint32_t table_crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(index.data()), uInt(index.size() * 8)));
+      if (!crcs.empty()) table_crc = uint32_t(crc32(table_crc, reinterpret_cast<const Bytef*>(crcs.data()), uInt(crcs.size() * 4)));
       if (std::fseek(w.f, long(end), SEEK_SET) != 0) fail(tmp, "seek failed");
       h["tensors"].push_back({{"name", key_of(ck, *t)}, {"shape", {rows, cols}}, {"shard", t->shard},
                               {"offset", t->offset}, {"nbytes", t->nbytes}, {"sha256", sha.finish_hex()},
                               {"rows_per_block", rpb}, {"blocks", blocks}, {"index_at", index_at},
-                              {"index_crc32", uint32_t(crc32(0, reinterpret_cast<const Bytef*>(index.data()),
-                                                             uInt(index.size() * 8)))}});
+                              {"index_crc32", table_crc}});
       r.packed_bytes += index.back();
       r.source_bytes += t->nbytes;
     }
@@ -303,6 +342,19 @@ PackResult write_pack(const Checkpoint& ck, const PackOptions& opt) {
     throw;
   }
   return r;
+}
+
+void check_int8_blocks(const Pack& pack, const PackedTensor& t, int64_t first_block, int64_t n, const uint8_t* blocks) {
+  const uint64_t base = t.index[size_t(first_block)];
+  kernels::parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) {
+      const size_t blk = size_t(first_block + i);
+      const uint8_t* p = blocks + (t.index[blk] - base);
+      if (uint32_t(crc32(0, p, uInt(t.index[blk + 1] - t.index[blk]))) != t.block_crc[blk])
+        fail(pack.path, "block " + std::to_string(blk) + " of tensor '" + t.name +
+                            "' fails its checksum (corrupt pack: run `sluice pack` again)");
+    }
+  });
 }
 
 void decode_blocks(const Pack& pack, const PackedTensor& t, int64_t first_block, int64_t n, const uint8_t* blocks,
@@ -331,21 +383,31 @@ std::vector<std::string> verify_pack(const std::string& path, const Checkpoint& 
     return {e.what()};
   }
   std::vector<uint16_t> src, dec;
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> bytes, want;
+  const bool int8 = p.format == SpineFormat::int8;
   for (const PackedTensor& t : p.tensors) {
     const std::string& shard = ck.shard_paths[size_t(t.shard)];
     Hasher s_src, s_dec;
+    int64_t mismatch = -1;  // int8: the first row of a chunk that is not its source quantized
     const int64_t chunk = std::max<int64_t>(1, int64_t(kChunkSource / (uint64_t(t.rows_per_block * t.cols) * 2)));
     try {
       for (int64_t b0 = 0; b0 < t.blocks(); b0 += chunk) {
         const int64_t nb = std::min(chunk, t.blocks() - b0);
         const int64_t r0 = b0 * t.rows_per_block, r1 = std::min(t.rows, (b0 + nb) * t.rows_per_block);
         src.resize(size_t((r1 - r0) * t.cols));
-        dec.resize(src.size());
+        if (!int8) dec.resize(src.size());
         read_exact(shard, src.data(), src.size() * 2, t.offset + uint64_t(r0 * t.cols) * 2);
         s_src.update(src.data(), src.size() * 2);
         bytes.resize(size_t(t.index[size_t(b0 + nb)] - t.index[size_t(b0)]));
         read_exact(path, bytes.data(), bytes.size(), t.data_at + t.index[size_t(b0)]);
+        if (int8) {
+          // Quantizing is deterministic: the blocks must be the source, quantized.
+          check_int8_blocks(p, t, b0, nb, bytes.data());
+          want.resize(int8_matrix_bytes64(r1 - r0, t.cols));
+          quantize_int8_rows(src.data(), int(r1 - r0), int(t.cols), want.data());
+          if (want != bytes && mismatch < 0) mismatch = r0;
+          continue;
+        }
         decode_blocks(p, t, b0, nb, bytes.data(), dec.data(), true);
         s_dec.update(dec.data(), dec.size() * 2);
       }
@@ -356,7 +418,10 @@ std::vector<std::string> verify_pack(const std::string& path, const Checkpoint& 
     const std::string a = s_src.finish_hex(), b = s_dec.finish_hex();
     if (a != t.sha256)
       problems.push_back(shard + ": tensor '" + t.name + "' changed since it was packed into " + path);
-    else if (b != t.sha256)
+    else if (mismatch >= 0)
+      problems.push_back(path + ": tensor '" + t.name + "' is not its source quantized (from row " +
+                         std::to_string(mismatch) + ")");
+    else if (!int8 && b != t.sha256)
       problems.push_back(path + ": tensor '" + t.name + "' does not decode to its source bytes");
   }
   return problems;

@@ -6,11 +6,16 @@
 //
 // `spine.lossless.pack` holds every spine matrix (each BF16 2-D tensor except
 // the embedding, whose rows the engine reads one token at a time) as
-// compressed blocks of whole rows (codec blocks, each with its crc32). File:
-//   "SLPACK1\0"  u64 header_bytes  u32 crc32(header)  u32 0
-//   header: JSON (below), then zero padding to a multiple of 4096
+// compressed blocks of whole rows (codec blocks, each with its crc32).
+// `spine.int8.pack` holds the same matrices but the MoE routers and MLA's
+// kv_b (both read exact from the shards: the routers pick experts, kv_b is
+// indexed, not multiplied) as int8 rows (pack/int8.h); its blocks are plain
+// int8 rows, their crc32s in a table after the index. File:
+//   "SLPACK1\0", zeros to 4096
 //   per tensor: u64 index[blocks + 1] (block b is data[index[b], index[b+1])),
-//               then the blocks
+//               [int8: u32 crc32[blocks]], then the blocks
+//   JSON header (below), then the trailer: u64 header_at, u64 header_bytes,
+//   u32 crc32(header), "SLPK"
 // The JSON binds the pack to its checkpoint: the shard files' names and
 // sizes, and per tensor its name, shape, shard, offset, byte length and the
 // sha256 of those source bytes; plus where its index and blocks lie, the
@@ -47,6 +52,7 @@ struct PackedTensor {
   uint64_t index_at = 0;       // file offset of the block index
   uint64_t data_at = 0;        // file offset of block 0
   std::vector<uint64_t> index; // [blocks + 1], relative to data_at (read at open)
+  std::vector<uint32_t> block_crc;  // int8 packs: crc32 of each block (lossless blocks carry their own)
   int64_t blocks() const { return int64_t(index.size()) - 1; }
   int64_t block_rows(int64_t b) const { return std::min(rows_per_block, rows - b * rows_per_block); }
 };
@@ -95,6 +101,11 @@ PackResult write_pack(const Checkpoint& ck, const PackOptions& opt);
 // and decoded blocks against the source sha256 (bit-exact). Returns problems
 // (empty = good), each naming the pack file.
 std::vector<std::string> verify_pack(const std::string& path, const Checkpoint& ck);
+
+// int8 packs: checks the crc32 of blocks [first_block, first_block + n) of t,
+// whose bytes start at `blocks`; throws naming the pack and the block. On the
+// kernel thread pool.
+void check_int8_blocks(const Pack& pack, const PackedTensor& t, int64_t first_block, int64_t n, const uint8_t* blocks);
 
 // Reads and decodes rows [first_block, first_block + n) blocks of t from the
 // block bytes `blocks` (index[first_block] at blocks[0]) into out; checks each
