@@ -28,7 +28,6 @@
 #include "k3/k3_config.h"
 #include "k3/model.h"
 #include "kernels/rate_probe.h"
-#include "kernels/threads.h"
 #include "pack/pack.h"
 
 namespace sluice::cli {

@@ -72,7 +72,7 @@ int64_t pack_rows_per_block(int64_t cols);
 
 // A pack as write_pack would lay out these bf16 matrices, each block taking
 // `ratio` of its bf16 bytes: the sizes `sluice plan` needs for a checkpoint it
-// has no weights of (a layout-only one, checkpoint.h). It has no file.
+// has no weights of (`sluice plan --preset k3`). It has no file.
 struct PackSource {
   FileSpan span;  // the matrix's bf16 bytes
   int64_t rows = 0, cols = 0;

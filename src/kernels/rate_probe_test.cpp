@@ -1,0 +1,28 @@
+// The kernel-rate probe behind `sluice plan`'s compute floor: positive,
+// finite rates, and the pool left as it was found.
+#include "kernels/rate_probe.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/threads.h"
+
+namespace sluice::kernels {
+namespace {
+
+TEST(RateProbe, MeasuresEveryKernelAndRestoresThePool) {
+  const int before = num_threads();
+  const KernelRates one = measure_kernel_rates(1, 0.03);
+  EXPECT_EQ(one.threads, 1);
+  EXPECT_EQ(num_threads(), before);
+  for (double r : {one.bf16_gbps, one.mxfp4_gbps, one.decode_gbps}) {
+    EXPECT_TRUE(std::isfinite(r));
+    EXPECT_GT(r, 0.01);   // even a slow core moves tens of MB/s
+    EXPECT_LT(r, 1000.0);  // and no core moves a TB/s: the timing is real
+  }
+  EXPECT_EQ(measure_kernel_rates(0, 0.03).threads, before);
+}
+
+}  // namespace
+}  // namespace sluice::kernels
