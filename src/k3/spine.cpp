@@ -217,6 +217,7 @@ const uint16_t* Spine::take(const Piece& p) {
 }
 
 void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
+  if (between_) between_();
   if (use_log_ && m.id >= 0) use_log_->push_back(m.id);
   if (m.w) {
     fast::matmul_bf16(m.w, m.rows, m.cols, x, T, y);
@@ -224,6 +225,7 @@ void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
   }
   for (int i : matrices_.at(size_t(m.id)).pieces) {
     const Piece& p = pieces_[size_t(i)];
+    if (between_ && !p.resident) between_();  // a streamed piece may keep us waiting
     const uint16_t* w = take(p);
     if (T == 1) {
       fast::matmul_bf16(w, p.rows, m.cols, x, 1, y + p.row0);
@@ -237,6 +239,7 @@ void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
 }
 
 const uint16_t* Spine::whole(const Bf16Matrix& m) {
+  if (between_) between_();
   if (use_log_ && m.id >= 0) use_log_->push_back(m.id);
   if (m.w) return m.w;
   const Matrix& mx = matrices_.at(size_t(m.id));
