@@ -56,6 +56,7 @@ std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck) {
 
 // ---- io_uring + O_DIRECT + RAM cache ----------------------------------------
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <unordered_map>
@@ -85,34 +86,83 @@ class DirectExperts : public ExpertSource {
   // fetch starts from a consistent cache (a repaired file then reads fine).
   void fetch(int layer, std::span<const int> experts,
              const std::function<void(size_t, const uint8_t*)>& use) override {
+    in_fetch_ = true;
     try {
       fetch_or_throw(layer, experts, use);
     } catch (...) {
+      in_fetch_ = false;
       recover();
       throw;
     }
+    in_fetch_ = false;
   }
 
   void fetch_or_throw(int layer, std::span<const int> experts,
                       const std::function<void(size_t, const uint8_t*)>& use) {
     if (layer == first_moe_) cache_.next_token();
     note_boundary(layer);
-    // Needs: either ready in the cache, in flight (a prefetch), or to be read.
+    // Hints for this layer or earlier that never found room are moot now.
+    hints_.erase(std::remove_if(hints_.begin(), hints_.end(), [&](const auto& h) { return h.first <= layer; }),
+                 hints_.end());
+    // Guesses made for this layer: the needed ones are used below (from their
+    // cache slot or spare buffer, landed or in flight); the wrong ones are
+    // withdrawn if they have not started, else left to land unused.
+    std::vector<Guess> mine, later;
+    for (const Guess& g : guesses_) {
+      if (g.layer > layer) {  // hinted for a later layer already: its own fetch decides
+        later.push_back(g);
+        continue;
+      }
+      if (g.ticket) stats_.prefetch_pending++;
+      const bool needed = g.layer == layer && std::find(experts.begin(), experts.end(), g.expert) != experts.end();
+      if (needed && g.slot >= 0 && !g.ticket && cache_.find(g.layer, g.expert) != g.slot) {
+        stats_.prefetch_wasted++;  // landed, then evicted before its layer came
+        continue;
+      }
+      if (needed) {
+        stats_.prefetch_used++;
+        if (g.slot < 0) mine.push_back(g);  // a cache-slot guess is found by the lookup below
+        continue;
+      }
+      if (g.ticket && reader_.cancel(g.ticket)) {
+        waiting_.erase(g.ticket);
+        if (g.slot >= 0) {
+          slot_ticket_.erase(g.slot);
+          cache_.erase(g.slot);
+        } else {
+          free_bypass_.push_back(-2 - g.slot);
+        }
+        stats_.prefetch_cancelled++;
+        continue;
+      }
+      stats_.prefetch_wasted++;
+      if (!g.ticket && g.slot < 0) free_bypass_.push_back(-2 - g.slot);  // landed in a spare buffer
+    }
+    guesses_ = std::move(later);
+    // Needs: either ready (cache or a landed guess), in flight (a prefetch), or to be read.
     std::vector<Need> ready;
     std::deque<size_t> to_read;
     for (size_t i = 0; i < experts.size(); i++) {
       const int e = experts[i];
+      auto g = std::find_if(mine.begin(), mine.end(), [&](const Guess& x) { return x.expert == e; });
+      if (g != mine.end()) {
+        if (g->ticket)
+          waiting_[g->ticket] = {i, g->slot, /*own=*/true};
+        else
+          ready.push_back({i, g->slot, g->data});
+        mine.erase(g);
+        continue;
+      }
       int slot = cache_.lookup(layer, e);
       if (slot >= 0) {
         if (cache_.ready(slot)) {
           cache_.pin(slot);
-          ready.push_back({i, slot});
+          ready.push_back({i, slot, cache_.data(slot)});
           stats_.cache_hits++;
           stats_.bytes_hit += span_;
         } else {
           // A prefetch is reading it; its pin holds the slot until the read lands.
           waiting_[slot_ticket_.at(slot)] = {i, slot, /*own=*/true};
-          stats_.prefetch_used++;
         }
         continue;
       }
@@ -126,15 +176,18 @@ class DirectExperts : public ExpertSource {
         const size_t i = to_read.front();
         const FileSpan& s = ck_.experts[size_t(layer)][size_t(experts[i])];
         int slot = cache_.insert(layer, experts[i]);  // pinned when >= 0
-        if (slot < 0 && free_bypass_.empty() && bypass_.size() >= max_bypass_) break;
+        // No buffer free: wait for one of ours to land (never for a guess's:
+        // with nothing of ours in flight, take one more buffer instead).
+        if (slot < 0 && free_bypass_.empty() && bypass_.size() >= max_bypass_ && outstanding > 0) break;
         to_read.pop_front();
         uint64_t t;
+        // Needed now: ahead of every guess not yet started.
         if (slot >= 0) {
-          t = reader_.submit(s.file, s.offset, s.length, cache_.slot_buffer(slot));
+          t = reader_.submit(s.file, s.offset, s.length, cache_.slot_buffer(slot), /*urgent=*/true);
           slot_ticket_[slot] = t;
         } else {
           const int b = take_bypass_buffer();
-          t = reader_.submit(s.file, s.offset, s.length, bypass_[size_t(b)].bytes());
+          t = reader_.submit(s.file, s.offset, s.length, bypass_[size_t(b)].bytes(), /*urgent=*/true);
           slot = -2 - b;  // a bypass buffer, not a cache slot
         }
         if (log_) log_->push_back({layer, s});
@@ -143,18 +196,18 @@ class DirectExperts : public ExpertSource {
       }
     };
     submit_more();
-    // Then the hinted reads for the next layer, behind this layer's own.
-    for (auto& [l, e] : hints_) issue_prefetch(l, e);
-    hints_.clear();
+    // Then the hinted reads for the next layer, behind this layer's own; those
+    // that find no cache slot wait for a spare buffer (issue_hints, as reads land).
+    issue_hints(to_read.empty());
     // Compute on what is already here while the reads run.
     for (size_t k = 0; k < ready.size(); k++) {
       try {
-        use(ready[k].i, cache_.data(ready[k].slot));
+        use(ready[k].i, ready[k].data);
       } catch (...) {
-        for (size_t j = k; j < ready.size(); j++) cache_.unpin(ready[j].slot);
+        for (size_t j = k; j < ready.size(); j++) release(ready[j].slot);
         throw;
       }
-      cache_.unpin(ready[k].slot);
+      release(ready[k].slot);
       stats_.fetched++;
     }
     while (outstanding > 0) {
@@ -171,24 +224,48 @@ class DirectExperts : public ExpertSource {
         cache_.set_ready(w.slot, c.data);
         slot_ticket_.erase(w.slot);
       }
-      if (w.own) {
-        outstanding--;
-        try {
-          use(w.i, c.data);
-        } catch (...) {
-          release(w.slot);
-          throw;
-        }
-        stats_.fetched++;
+      if (!w.own) {
+        guess_landed(c.ticket, w.slot, c.data);
+        continue;
       }
+      outstanding--;
+      try {
+        use(w.i, c.data);
+      } catch (...) {
+        release(w.slot);
+        throw;
+      }
+      stats_.fetched++;
       release(w.slot);
       submit_more();
+      issue_hints(to_read.empty());
     }
   }
 
   void prefetch(int layer, std::span<const int> experts) override {
     if (filler_) return filler_->prefetch(layer, experts);
     for (int e : experts) hints_.push_back({layer, e});
+  }
+
+  void pump() override {
+    if (filler_ || in_fetch_) return;
+    try {
+      Completed c;
+      while (reader_.poll(&c)) {
+        auto it = waiting_.find(c.ticket);
+        if (it == waiting_.end()) continue;
+        const Waiting w = it->second;
+        waiting_.erase(it);
+        if (w.slot >= 0) {
+          cache_.set_ready(w.slot, c.data);
+          slot_ticket_.erase(w.slot);
+        }
+        guess_landed(c.ticket, w.slot, c.data);  // between fetches every read is a guess
+      }
+      issue_hints(false);  // spare buffers only from a fetch whose own reads are all issued
+    } catch (const Error&) {
+      recover();  // a failed guess: the fetch that needs it reads it again and reports
+    }
   }
 
   bool record_reads(std::vector<ExpertRead>* log) override {
@@ -209,9 +286,17 @@ class DirectExperts : public ExpertSource {
   const ExpertSource* miss_filler() const override { return filler_.get(); }
 
  private:
-  struct Need {  // an expert of a fetch ready in a cache slot
+  struct Need {  // an expert of a fetch ready in a cache slot or a landed guess's buffer
     size_t i;
-    int slot;
+    int slot;  // as Waiting::slot
+    const uint8_t* data;
+  };
+  // A prefetched read for the next fetch: in a cache slot (pinned until it
+  // lands) or in spare buffer b (slot -2 - b, held until the fetch decides).
+  struct Guess {
+    int layer, expert, slot;
+    uint64_t ticket;              // 0 once landed
+    const uint8_t* data = nullptr;  // when landed
   };
 
   // fetch() over a miss filler: hits from the cache, misses from the filler,
@@ -219,8 +304,8 @@ class DirectExperts : public ExpertSource {
   void fill(int layer, std::span<const int> experts, const std::vector<Need>& ready, const std::deque<size_t>& misses,
             const std::function<void(size_t, const uint8_t*)>& use) {
     for (const Need& n : ready) {
-      use(n.i, cache_.data(n.slot));
-      cache_.unpin(n.slot);
+      use(n.i, n.data);
+      release(n.slot);
       stats_.fetched++;
     }
     std::vector<int> ids;
@@ -240,18 +325,49 @@ class DirectExperts : public ExpertSource {
     });
   }
 
-  void issue_prefetch(int layer, int e) {
-    {
-      if (cache_.find(layer, e) >= 0) return;
-      int slot = cache_.insert(layer, e);
-      if (slot < 0) return;  // no room: a guess never displaces pinned work
+  // Issues the hinted reads: into a cache slot when the cache admits the
+  // guess, else (spare_ok: the fetch's own reads are all issued) into a free
+  // spare buffer. Hints that find neither wait for the next call.
+  void issue_hints(bool spare_ok) {
+    size_t kept = 0;
+    for (size_t h = 0; h < hints_.size(); h++) {
+      const auto [layer, e] = hints_[h];
+      const bool known = cache_.find(layer, e) >= 0 ||
+                         std::any_of(guesses_.begin(), guesses_.end(),
+                                     [&](const Guess& g) { return g.layer == layer && g.expert == e; });
+      if (known) continue;
+      int slot = cache_.insert(layer, e);  // a guess never displaces pinned work
+      if (slot < 0) {
+        if (!spare_ok || (free_bypass_.empty() && bypass_.size() >= max_bypass_)) {
+          hints_[kept++] = hints_[h];
+          continue;
+        }
+        slot = -2 - take_bypass_buffer();
+      }
       const FileSpan& s = ck_.experts[size_t(layer)][size_t(e)];
-      uint64_t t = reader_.submit(s.file, s.offset, s.length, cache_.slot_buffer(slot));
+      std::span<uint8_t> dest = slot >= 0 ? cache_.slot_buffer(slot) : bypass_[size_t(-2 - slot)].bytes();
+      const uint64_t t = reader_.submit(s.file, s.offset, s.length, dest);
       if (log_) log_->push_back({layer - 1, s});  // issued by the fetch of layer - 1
-      slot_ticket_[slot] = t;
+      if (slot >= 0) slot_ticket_[slot] = t;
       waiting_[t] = {0, slot, false};
+      guesses_.push_back({layer, e, slot, t, nullptr});
       stats_.prefetched++;
     }
+    hints_.resize(kept);
+  }
+
+  // A guess's read landed: a cache slot is unpinned (it stays cached); a
+  // spare buffer is kept for the fetch that decides, or freed when that fetch
+  // has already passed (a wrong guess that could not be withdrawn).
+  void guess_landed(uint64_t ticket, int slot, const uint8_t* data) {
+    for (Guess& g : guesses_) {
+      if (g.ticket != ticket) continue;
+      g.ticket = 0;
+      g.data = data;
+      if (slot >= 0) release(slot);
+      return;
+    }
+    release(slot);
   }
 
   // The expert reader's idle time since the previous fetch began, charged to `layer`.
@@ -282,6 +398,9 @@ class DirectExperts : public ExpertSource {
   // of reads that failed, whose tickets the reader never hands back.
   void recover() {
     hints_.clear();
+    for (const Guess& g : guesses_)
+      if (!g.ticket && g.slot < 0) free_bypass_.push_back(-2 - g.slot);
+    guesses_.clear();
     while (reader_.outstanding() > 0) {
       const size_t before = reader_.outstanding();
       Completed c;
@@ -358,7 +477,9 @@ class DirectExperts : public ExpertSource {
   uint64_t max_bypass_ = 1;
   int first_moe_ = 1;
   std::vector<std::pair<int, int>> hints_;  // (layer, expert) to read after the next fetch's own reads
+  std::vector<Guess> guesses_;              // issued hints, until the fetch of their layer
   uint64_t last_fetch_ns_ = 0, last_busy_ns_ = 0;
+  bool in_fetch_ = false;  // pump() then leaves completions to the fetch's own loop
   ExpertStats stats_;
 };
 

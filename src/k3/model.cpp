@@ -42,9 +42,10 @@ uint64_t resident_bytes() {
 
 uint64_t working_bytes(const ModelConfig& c, int T, bool all_logits) {
   const uint64_t t = uint64_t(std::max(T, 1)), H = uint64_t(c.hidden_size), V = uint64_t(c.vocab_size);
-  // forward(): P, mixed, normed, sub and the sealed AttnRes blocks, [T][H] each.
+  // forward(): P, mixed, normed, sub, the prefetch lookahead's estimate and
+  // the sealed AttnRes blocks, [T][H] each.
   const uint64_t blocks = c.attn_res_block_size > 0 ? uint64_t(c.num_hidden_layers / c.attn_res_block_size + 1) : 1;
-  uint64_t per_token = (5 + blocks) * H;
+  uint64_t per_token = (6 + blocks) * H;
   // The largest sub-block's own buffers (k3/kda.cpp, mla.cpp, moe.cpp), per token.
   const uint64_t kda = 8ull * uint64_t(c.kda_dim()) + uint64_t(c.kda_num_heads);
   const uint64_t mla = uint64_t(c.q_lora_rank) +
@@ -190,34 +191,48 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
     d.queue_depth = opt.queue_depth;
     m->experts = make_direct_expert_source(m->ck, d, std::move(filler));
   }
+  m->spine->set_between_matrices([e = m->experts.get()] { e->pump(); });
   return m;
 }
 
 namespace {
 
-// Prefetch guesses for layer l+1, issued while layer l's experts are read:
-// the experts the previous token chose there, plus layer l+1's router (always
-// resident) applied to layer l's FFN input ("lookahead").
-void hint_next_layer(Model& m, int l, const float* y, int T) {
+
+// Prefetch guesses for MoE layer n: the experts the previous token chose
+// there, plus layer n's router (always resident) applied to estimates of its
+// FFN input as they become available ("lookahead": the residual stream changes
+// little between adjacent layers). Every estimate adds its top-k per row; the
+// new guesses are hinted at once (ExpertSource::prefetch) and start behind
+// the reads a fetch waits for.
+void add_lookahead(Model& m, int n, const float* y, int rows) {
   const ModelConfig& c = m.config();
-  const int n = l + 1;
-  if (n >= c.num_hidden_layers || !c.is_moe_layer(n)) return;
+  const int E = c.num_experts, K = c.num_experts_per_token, H = c.hidden_size;
+  Prefetcher& p = m.prefetcher;
+  std::vector<int>& g = p.guess[size_t(n)];
+  std::vector<float> logits(size_t(rows) * E), wts(size_t(rows) * K);
+  std::vector<int> ids(size_t(rows) * K), added;
+  const Backend& be = *m.backend;
+  be.matmul_bf16(m.spine->resident(m.spine->router(n)), y, rows, logits.data());
+  be.route(logits.data(), m.spine->vec(m.spine->router_bias(n)), rows, E, K, 1.0f, ids.data(), wts.data());
+  for (int r = 0; r < rows; r++) {
+    for (int e : std::span<const int>(ids).subspan(size_t(r) * K, size_t(K)))
+      if (!std::binary_search(g.begin(), g.end(), e) &&
+          std::find(added.begin(), added.end(), e) == added.end())
+        added.push_back(e);
+  }
+  g.insert(g.end(), added.begin(), added.end());
+  std::sort(g.begin(), g.end());
+  m.experts->prefetch(n, added);
+}
+
+// Starts layer n's guess: the previous token's route there.
+void start_guess(Model& m, int n) {
+  const ModelConfig& c = m.config();
   Prefetcher& p = m.prefetcher;
   p.guess.resize(size_t(c.num_hidden_layers));
   p.last_route.resize(size_t(c.num_hidden_layers));
   std::vector<int>& g = p.guess[size_t(n)];
   g = p.last_route[size_t(n)];
-  {
-    const int E = c.num_experts, K = c.num_experts_per_token;
-    std::vector<float> logits(static_cast<size_t>(E));
-    std::vector<int> ids(static_cast<size_t>(K));
-    std::vector<float> wts(static_cast<size_t>(K));
-    const float* last = y + size_t(T - 1) * c.hidden_size;
-    const Backend& be = *m.backend;
-    be.matvec_bf16(m.spine->resident(m.spine->router(n)), last, logits.data());
-    be.route(logits.data(), m.spine->vec(m.spine->router_bias(n)), 1, E, K, 1.0f, ids.data(), wts.data());
-    g.insert(g.end(), ids.begin(), ids.end());
-  }
   std::sort(g.begin(), g.end());
   g.erase(std::unique(g.begin(), g.end()), g.end());
   m.experts->prefetch(n, g);
@@ -300,6 +315,22 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
     trace->hidden.assign(size_t(c.num_hidden_layers) * TH, 0.0f);
     trace->experts.clear();
   }
+  // Layer n's FFN input as it would be from P now (layer n's attention still
+  // missing): its router applied to that is the lookahead for layer n.
+  std::vector<float> ahead(TH);
+  auto look_ahead = [&](int n) {
+    if (n >= c.num_hidden_layers || !c.is_moe_layer(n) || !m.experts) return;
+    const LayerWeights& f = m.spine->ffn(n);
+    mix(f.u_mlp, ahead.data());
+    be.rmsnorm_rows(ahead.data(), H, m.spine->vec(f.post_norm), T, H, eps, ahead.data(), H);
+    add_lookahead(m, n, ahead.data(), T);
+  };
+  int first_moe = 0;
+  while (first_moe < c.num_hidden_layers && !c.is_moe_layer(first_moe)) first_moe++;
+  if (first_moe < c.num_hidden_layers) {
+    start_guess(m, first_moe);
+    look_ahead(first_moe);
+  }
 
   for (int l = 0; l < c.num_hidden_layers; l++) {
     // Attention sub-block.
@@ -329,7 +360,10 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
     mix(f.u_mlp, mixed.data());
     be.rmsnorm_rows(mixed.data(), H, m.spine->vec(f.post_norm), T, H, eps, normed.data(), H);
     if (c.is_moe_layer(l)) {
-      hint_next_layer(m, l, normed.data(), T);
+      if (l + 1 < c.num_hidden_layers && c.is_moe_layer(l + 1)) {
+        start_guess(m, l + 1);
+        add_lookahead(m, l + 1, normed.data(), T);  // layer l's FFN input: the earliest estimate
+      }
       std::vector<int> chosen;
       moe_forward(c, *m.spine, f.moe, l, *m.experts, normed.data(), T, sub.data(), &chosen);
       score_guess(m, l, chosen, T);
@@ -339,8 +373,12 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
     }
     be.add(P.data(), sub.data(), TH);
     if (trace) std::copy(P.begin(), P.end(), trace->hidden.begin() + ptrdiff_t(size_t(l) * TH));
+    look_ahead(l + 1);  // a better estimate, read while layer l+1's attention computes
+    m.experts->pump();
   }
   for (const SequenceRows& q : seqs) q.state->pos += int64_t(q.tokens.size());
+  // The next pass's first MoE layer: this token's route there, read while the head computes.
+  if (first_moe < c.num_hidden_layers) start_guess(m, first_moe);
 
   if (which == Logits::None || !logits) return;
   // Only the rows whose logits are wanted: all, or each sequence's last.

@@ -270,6 +270,7 @@ const uint8_t* Spine::take_int8(const Piece& p) {
 }
 
 void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
+  if (between_) between_();
   if (use_log_ && m.id >= 0) use_log_->push_back(m.id);
   if (m.w) {
     be_->matmul_bf16(resident(m), x, T, y);
@@ -289,6 +290,7 @@ void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
   };
   for (int i : mx.pieces) {
     const Piece& p = pieces_[size_t(i)];
+    if (between_ && !p.resident) between_();  // a streamed piece may keep us waiting
     if (T == 1) {
       piece(p, y + p.row0);
       continue;
@@ -301,6 +303,7 @@ void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
 }
 
 Bf16Ref Spine::whole(const Bf16Matrix& m) {
+  if (between_) between_();
   if (use_log_ && m.id >= 0) use_log_->push_back(m.id);
   if (m.w) return resident(m);
   const Matrix& mx = matrices_.at(size_t(m.id));

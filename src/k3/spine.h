@@ -108,6 +108,10 @@ class Spine {
   // While `log` is set, the id of every spine matrix used (multiplied or
   // taken whole) is appended to it: a pass must use them in id order.
   void record_use(std::vector<int>* log) { use_log_ = log; }
+  // Called before every matrix is multiplied or taken, and before each
+  // streamed piece: lets expert reads progress during spine compute
+  // (ExpertSource::pump; without it the queue drains between fetches).
+  void set_between_matrices(std::function<void()> f) { between_ = std::move(f); }
   // The bytes of a matrix bound as indexed (one piece), valid until the next
   // piece is taken (owner 0 when streamed).
   Bf16Ref whole(const Bf16Matrix& m);
@@ -144,6 +148,7 @@ class Spine {
     bool int8 = false;             // from an int8 pack: q8 rows, never decoded
     mutable bool checked = false;  // its blocks' checksums were checked
   };
+  std::function<void()> between_;
   void add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit);
   const uint16_t* take(const Piece& p);
   const uint8_t* take_int8(const Piece& p);
