@@ -1,0 +1,347 @@
+// The CPU entries of the op table (kernels/backend.h): `scalar` (kernels/ref.h
+// and the model-level loops below, which are the definitions) and `avx2` (the
+// matrix products of kernels/fast_avx2.cpp; every other op is the scalar one,
+// so those stay bitwise equal across entries).
+//
+// The model-level loops were k3/'s inline code (kda.cpp, mla.cpp, moe.cpp,
+// attn_res.cpp, model.cpp) and keep its exact operation order: logits did not
+// move by a bit when they moved here. Scratch is per calling thread and kept
+// between calls.
+#include "kernels/backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "base/numeric.h"
+#include "kernels/fast.h"
+#include "kernels/fast_avx2.h"
+#include "kernels/ref.h"
+
+namespace sluice {
+
+WeightOwner next_weight_owner() {
+  static std::atomic<WeightOwner> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+
+// A per-thread scratch vector, grown on demand and kept (slot: which one).
+float* scratch(int slot, size_t n) {
+  thread_local std::vector<float> buf[4];
+  std::vector<float>& b = buf[slot];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
+
+// ---- matrix products -------------------------------------------------------
+
+void scalar_matvec_bf16(const Bf16Ref& W, const float* x, float* y) { ref::matvec_bf16(W.w, W.rows, W.cols, x, y); }
+void scalar_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
+  ref::matmul_bf16(W.w, W.rows, W.cols, X, n, Y);
+}
+void scalar_matvec_mxfp4(const Mxfp4Ref& W, const float* x, float* y) {
+  ref::matvec_mxfp4(W.packed, W.scale, W.rows, W.cols, x, y);
+}
+void scalar_matmul_mxfp4(const Mxfp4Ref& W, const float* X, int n, float* Y) {
+  ref::matmul_mxfp4(W.packed, W.scale, W.rows, W.cols, X, n, Y);
+}
+
+template <void (*Matmul)(const Mxfp4Ref&, const float*, int, float*)>
+void grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
+  for (int i = 0; i < ntasks; i++)
+    if (tasks[i].n > 0) Matmul(tasks[i].W, tasks[i].X, tasks[i].n, tasks[i].Y);
+}
+
+#if defined(__x86_64__)
+void avx2_matvec_bf16(const Bf16Ref& W, const float* x, float* y) { fast::avx2::matvec_bf16(W.w, W.rows, W.cols, x, y); }
+void avx2_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
+  fast::avx2::matmul_bf16(W.w, W.rows, W.cols, X, n, Y);
+}
+void avx2_matvec_mxfp4(const Mxfp4Ref& W, const float* x, float* y) {
+  fast::avx2::matvec_mxfp4(W.packed, W.scale, W.rows, W.cols, x, y);
+}
+void avx2_matmul_mxfp4(const Mxfp4Ref& W, const float* X, int n, float* Y) {
+  fast::avx2::matmul_mxfp4(W.packed, W.scale, W.rows, W.cols, X, n, Y);
+}
+#endif
+
+// ---- row ops ---------------------------------------------------------------
+
+void rmsnorm_rows(const float* X, size_t ldx, F32Ref w, int n, int width, float eps, float* Y, size_t ldy) {
+  for (int t = 0; t < n; t++) ref::rmsnorm(X + size_t(t) * ldx, w.v, width, eps, Y + size_t(t) * ldy);
+}
+
+void add(float* y, const float* x, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void situ_glu(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out) {
+  for (size_t i = 0; i < n; i++) out[i] = ref::situ(g[i], u[i], beta, beta_lin);
+}
+
+void attn_res(const float* const* sources, int nsrc, F32Ref u, int T, int H, float eps, float* out) {
+  float* score = scratch(0, size_t(nsrc));
+  for (int t = 0; t < T; t++) {
+    const size_t row = size_t(t) * H;
+    for (int j = 0; j < nsrc; j++) {
+      const float* v = sources[j] + row;
+      const float r = ref::rms_inv(v, H, eps);
+      float s = 0.0f;
+      for (int d = 0; d < H; d++) s += (v[d] * r) * u.v[d];
+      score[j] = s;
+    }
+    ref::softmax(score, nsrc);
+    float* o = out + row;
+    for (int d = 0; d < H; d++) o[d] = 0.0f;
+    for (int j = 0; j < nsrc; j++) {
+      const float* v = sources[j] + row;
+      const float p = score[j];
+      for (int d = 0; d < H; d++) o[d] += p * v[d];
+    }
+  }
+}
+
+void route(const float* logits, F32Ref bias, int T, int E, int k, float scaling, int* ids, float* weights) {
+  float* s = scratch(0, size_t(E));
+  float* biased = scratch(1, size_t(E));
+  thread_local std::vector<int> order;
+  order.resize(size_t(E));
+  for (int t = 0; t < T; t++) {
+    const float* lg = logits + size_t(t) * E;
+    for (int e = 0; e < E; e++) {
+      s[e] = ref::sigmoid(lg[e]);
+      biased[e] = s[e] + bias.v[e];
+    }
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+      if (biased[a] != biased[b]) return biased[a] > biased[b];
+      return a < b;
+    });
+    float sum = 0.0f;
+    for (int i = 0; i < k; i++) sum += s[order[size_t(i)]];
+    // The fixture oracle clamps the denominator at 6.1e-5 (HF adds 1e-20); equal for any real sum.
+    sum = std::max(sum, 6.103515625e-5f);
+    for (int i = 0; i < k; i++) {
+      ids[size_t(t) * k + i] = order[size_t(i)];
+      weights[size_t(t) * k + i] = s[order[size_t(i)]] / sum * scaling;
+    }
+  }
+}
+
+void moe_combine(const float* expert_out, const int* ids, const float* weights, int T, int k, int width, float* out) {
+  thread_local std::vector<int> slot_order;
+  slot_order.resize(size_t(k));
+  for (int t = 0; t < T; t++) {
+    const int* tid = ids + size_t(t) * k;
+    std::iota(slot_order.begin(), slot_order.end(), 0);
+    std::sort(slot_order.begin(), slot_order.end(), [&](int a, int b) { return tid[a] != tid[b] ? tid[a] < tid[b] : a < b; });
+    float* r = out + size_t(t) * width;
+    for (int j = 0; j < width; j++) r[j] = 0.0f;
+    for (int s : slot_order) {
+      const float wt = weights[size_t(t) * k + s];
+      const float* eo = expert_out + (size_t(t) * k + s) * width;
+      for (int j = 0; j < width; j++) r[j] += wt * eo[j];
+    }
+  }
+}
+
+// One KDA position: conv, norms, the recurrence per head. The decay reads the
+// state from `from` and writes S; with o_row null only the state advances.
+void kda_position(const KdaDims& d, const KdaParams& w, const float* from, float* S_all, float* conv, const float* q,
+                  const float* k, const float* v, const float* f, const float* beta, const float* z, float* o_row) {
+  const int NH = d.heads, D = d.dim, C = NH * D, K = d.conv_kernel;
+  const float eps = d.eps, lower = d.gate_lower;
+  const float q_scale = 1.0f / std::sqrt(float(D));
+  const size_t hist = size_t(K - 1) * C;
+  float* qc = scratch(0, size_t(C));
+  float* kc = scratch(1, size_t(C));
+  float* vc = scratch(2, size_t(C));
+  float* err = scratch(3, size_t(D));
+  ref::causal_conv_silu_step(w.q_conv, C, K, conv + 0 * hist, q, qc);
+  ref::causal_conv_silu_step(w.k_conv, C, K, conv + 1 * hist, k, kc);
+  ref::causal_conv_silu_step(w.v_conv, C, K, conv + 2 * hist, v, vc);
+  for (int h = 0; h < NH; h++) {
+    float* qh = qc + size_t(h) * D;
+    float* kh = kc + size_t(h) * D;
+    const float* vh = vc + size_t(h) * D;
+    ref::l2norm(qh, D, eps);
+    for (int i = 0; i < D; i++) qh[i] *= q_scale;
+    ref::l2norm(kh, D, eps);
+    const float b = ref::sigmoid(beta[h]);
+    const float a = w.a[size_t(h)];
+    float* S = S_all + size_t(h) * D * D;  // S[i * D + j]: key i, value j
+    const float* F = from + size_t(h) * D * D;
+    // (a) decay rows by the key channel's gate.
+    for (int i = 0; i < D; i++) {
+      const size_t ci = size_t(h) * D + i;
+      const float g = lower * ref::sigmoid(a * (f[ci] + w.dt_bias[ci]));
+      const float decay = std::exp(g);
+      float* Si = S + size_t(i) * D;
+      const float* Fi = F + size_t(i) * D;
+      for (int j = 0; j < D; j++) Si[j] = Fi[j] * decay;
+    }
+    // (b) prediction error against the decayed state.
+    for (int j = 0; j < D; j++) err[j] = vh[j];
+    for (int i = 0; i < D; i++) {
+      const float ki = kh[i];
+      const float* Si = S + size_t(i) * D;
+      for (int j = 0; j < D; j++) err[j] -= ki * Si[j];
+    }
+    if (!o_row) {  // state only: (c) alone
+      for (int i = 0; i < D; i++) {
+        const float bk = b * kh[i];
+        float* Si = S + size_t(i) * D;
+        for (int j = 0; j < D; j++) Si[j] += bk * err[j];
+      }
+      continue;
+    }
+    // (c) rank-1 write, (d) read with the updated state.
+    float* o = o_row + size_t(h) * D;
+    for (int j = 0; j < D; j++) o[j] = 0.0f;
+    for (int i = 0; i < D; i++) {
+      const float bk = b * kh[i];
+      const float qi = qh[i];
+      float* Si = S + size_t(i) * D;
+      for (int j = 0; j < D; j++) {
+        Si[j] += bk * err[j];
+        o[j] += qi * Si[j];
+      }
+    }
+    // Gated output norm: o_norm ⊙ o · rms(o) ⊙ σ(z).
+    const float r = ref::rms_inv(o, D, eps);
+    const float* zh = z + size_t(h) * D;
+    for (int j = 0; j < D; j++) o[j] = w.o_norm[size_t(j)] * (o[j] * r) * ref::sigmoid(zh[j]);
+  }
+}
+
+void kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, float* S, float* conv, int T,
+               const KdaRows& in, float* out) {
+  const int C = d.heads * d.dim;
+  const float* from = S_from;
+  for (int t = 0; t < T; t++) {
+    const size_t row = size_t(t) * C;
+    kda_position(d, w, from, S, conv, in.q + row, in.k + row, in.v + row, in.f + row, in.beta + size_t(t) * d.heads,
+                 out ? in.z + row : nullptr, out ? out + row : nullptr);
+    from = S;
+  }
+}
+
+// A shard's tensors need not be 2-byte aligned (a header of odd length is
+// valid safetensors), so kv_b's elements are loaded bytewise.
+inline float bf16_at(const uint16_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return bf16_to_f32(h);
+}
+
+template <void (*Matvec)(const Bf16Ref&, const float*, float*)>
+void mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
+                const float* gate, float* att) {
+  const int NH = d.heads, NOPE = d.nope, ROPE = d.rope, VD = d.v_dim, KVL = d.kv_lora;
+  const int QH = NOPE + ROPE, KVW = KVL + ROPE, KVB = NOPE + VD;
+  const float scale = 1.0f / std::sqrt(float(QH));
+  float* qhat = scratch(0, size_t(KVL));
+  float* chat = scratch(1, size_t(KVL));
+  float* score = scratch(2, size_t(base + T));
+  for (int ts = 0; ts < T; ts++) {
+    const int64_t n = base + ts + 1;  // causal: positions 0..base+ts
+    for (int h = 0; h < NH; h++) {
+      const float* qh = q + (size_t(ts) * NH + h) * QH;
+      const uint16_t* Kh = kv_b.w + size_t(h) * KVB * KVL;  // [NOPE][KVL]
+      const uint16_t* Uh = Kh + size_t(NOPE) * KVL;         // [VD][KVL]
+      for (int j = 0; j < KVL; j++) qhat[j] = 0.0f;
+      for (int i = 0; i < NOPE; i++) {
+        const float qi = qh[i];
+        const uint16_t* row = Kh + size_t(i) * KVL;
+        for (int j = 0; j < KVL; j++) qhat[j] += bf16_at(row + j) * qi;
+      }
+      for (int64_t tau = 0; tau < n; tau++) {
+        const float* kv = cache + size_t(tau) * KVW;
+        float s = 0.0f;
+        for (int j = 0; j < KVL; j++) s += qhat[j] * kv[j];
+        for (int i = 0; i < ROPE; i++) s += qh[NOPE + i] * kv[KVL + i];
+        score[size_t(tau)] = s * scale;
+      }
+      ref::softmax(score, int(n));
+      for (int j = 0; j < KVL; j++) chat[j] = 0.0f;
+      for (int64_t tau = 0; tau < n; tau++) {
+        const float p = score[size_t(tau)];
+        const float* kv = cache + size_t(tau) * KVW;
+        for (int j = 0; j < KVL; j++) chat[j] += p * kv[j];
+      }
+      float* a = att + (size_t(ts) * NH + h) * VD;
+      Matvec(Bf16Ref{Uh, VD, KVL, kv_b.owner}, chat, a);
+      const float* g = gate + (size_t(ts) * NH + h) * VD;
+      for (int j = 0; j < VD; j++) a[j] *= ref::sigmoid(g[j]);
+    }
+  }
+}
+
+void release(WeightOwner) {}
+
+const Backend kScalar = {
+    "scalar",
+    scalar_matvec_bf16,
+    scalar_matmul_bf16,
+    scalar_matvec_mxfp4,
+    scalar_matmul_mxfp4,
+    grouped_mxfp4<scalar_matmul_mxfp4>,
+    rmsnorm_rows,
+    add,
+    situ_glu,
+    attn_res,
+    route,
+    moe_combine,
+    kda_chunk,
+    mla_attend<scalar_matvec_bf16>,
+    release,
+};
+
+#if defined(__x86_64__)
+const Backend kAvx2 = {
+    "avx2",
+    avx2_matvec_bf16,
+    avx2_matmul_bf16,
+    avx2_matvec_mxfp4,
+    avx2_matmul_mxfp4,
+    grouped_mxfp4<avx2_matmul_mxfp4>,
+    rmsnorm_rows,
+    add,
+    situ_glu,
+    attn_res,
+    route,
+    moe_combine,
+    kda_chunk,
+    mla_attend<avx2_matvec_bf16>,
+    release,
+};
+#endif
+
+}  // namespace
+
+const Backend& scalar_backend() { return kScalar; }
+
+const Backend* avx2_backend() {
+#if defined(__x86_64__)
+  if (fast::best_isa() == fast::Isa::avx2) return &kAvx2;
+#endif
+  return nullptr;
+}
+
+std::vector<const Backend*> backends() {
+  std::vector<const Backend*> all{&scalar_backend()};
+  if (const Backend* b = avx2_backend()) all.push_back(b);
+  return all;
+}
+
+const Backend& cpu_backend() {
+  if (fast::isa() == fast::Isa::avx2)
+    if (const Backend* b = avx2_backend()) return *b;
+  return scalar_backend();
+}
+
+}  // namespace sluice

@@ -1,0 +1,379 @@
+// Every op of every backend entry (kernels/backend.h: backends()) against the
+// scalar entry on random inputs: bitwise where the contract says so, within
+// 1e-5·Σ|w·x| per dot product otherwise. A new entry is tested by adding it to
+// backends(). Then the scalar entry's model-level ops against independent
+// formulas (double precision, or properties the contract promises).
+#include "kernels/backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/numeric.h"
+#include "kernels/ref.h"
+
+namespace sluice {
+namespace {
+
+using Rng = std::mt19937_64;
+
+std::vector<float> randn(Rng& rng, size_t n, float scale = 1.0f) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng) * scale;
+  return v;
+}
+
+std::vector<uint16_t> random_bf16(Rng& rng, size_t n) {
+  std::vector<uint16_t> w;
+  for (float x : randn(rng, n)) w.push_back(f32_to_bf16(x));
+  return w;
+}
+
+struct Mx {
+  std::vector<uint8_t> packed, scale;
+};
+Mx random_mxfp4(Rng& rng, int rows, int cols) {
+  std::uniform_int_distribution<int> byte(0, 255), s(120, 130);
+  Mx m;
+  m.packed.resize(size_t(rows) * cols / 2);
+  m.scale.resize(size_t(rows) * cols / 32);
+  for (auto& b : m.packed) b = uint8_t(byte(rng));
+  for (auto& b : m.scale) b = uint8_t(s(rng));
+  return m;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+double tolerance(double abs_sum, int cols) {
+  return 1e-5 * abs_sum + 4.0 * cols * std::numeric_limits<float>::denorm_min();
+}
+
+// Σ_c |W[r,c]·X[t,c]| for every (t, r), W given as a dequantized row function.
+std::vector<double> abs_dots(int rows, int cols, const std::vector<float>& X, int n, auto weight) {
+  std::vector<double> s(size_t(n) * rows);
+  for (int t = 0; t < n; t++)
+    for (int r = 0; r < rows; r++)
+      for (int c = 0; c < cols; c++) s[size_t(t) * rows + r] += std::fabs(double(weight(r, c)) * X[size_t(t) * cols + c]);
+  return s;
+}
+
+class BackendOps : public ::testing::TestWithParam<const Backend*> {
+ protected:
+  const Backend& be() const { return *GetParam(); }
+  const Backend& sc() const { return scalar_backend(); }
+};
+
+TEST_P(BackendOps, Bf16Products) {
+  Rng rng(11);
+  std::uniform_int_distribution<int> R(1, 70), Cn(1, 300), N(1, 5);
+  for (int iter = 0; iter < 20; iter++) {
+    const int rows = R(rng), cols = Cn(rng), n = N(rng);
+    auto W = random_bf16(rng, size_t(rows) * cols);
+    auto X = randn(rng, size_t(n) * cols);
+    const Bf16Ref ref{W.data(), rows, cols, 0};
+    std::vector<float> want(size_t(n) * rows), mm(want.size()), mv(want.size());
+    sc().matmul_bf16(ref, X.data(), n, want.data());
+    be().matmul_bf16(ref, X.data(), n, mm.data());
+    for (int t = 0; t < n; t++) be().matvec_bf16(ref, X.data() + size_t(t) * cols, mv.data() + size_t(t) * rows);
+    ASSERT_TRUE(same_bits(mm, mv)) << "matmul != matvec";
+    auto s = abs_dots(rows, cols, X, n, [&](int r, int c) { return bf16_to_f32(W[size_t(r) * cols + c]); });
+    for (size_t i = 0; i < want.size(); i++) ASSERT_NEAR(mm[i], want[i], tolerance(s[i], cols)) << i;
+  }
+}
+
+TEST_P(BackendOps, Mxfp4ProductsAndGrouped) {
+  Rng rng(12);
+  std::uniform_int_distribution<int> R(1, 40), G(1, 9), N(0, 4);
+  for (int iter = 0; iter < 10; iter++) {
+    const int rows = R(rng), cols = 32 * G(rng);
+    // A grouped call of 3 experts, one with no rows.
+    std::vector<Mx> m;
+    std::vector<std::vector<float>> X, want, got;
+    std::vector<Mxfp4Task> tasks;
+    for (int e = 0; e < 3; e++) {
+      const int n = e == 1 ? 0 : std::max(1, N(rng));
+      m.push_back(random_mxfp4(rng, rows, cols));
+      X.push_back(randn(rng, size_t(n) * cols));
+      want.emplace_back(size_t(n) * rows);
+      got.emplace_back(size_t(n) * rows, NAN);
+    }
+    for (int e = 0; e < 3; e++) {
+      const Mxfp4Ref W{m[e].packed.data(), m[e].scale.data(), rows, cols, 0};
+      const int n = int(X[e].size() / cols);
+      tasks.push_back({W, X[e].data(), got[e].data(), n});
+      if (n == 0) continue;
+      sc().matmul_mxfp4(W, X[e].data(), n, want[e].data());
+      std::vector<float> mm(size_t(n) * rows), mv(mm.size());
+      be().matmul_mxfp4(W, X[e].data(), n, mm.data());
+      for (int t = 0; t < n; t++) be().matvec_mxfp4(W, X[e].data() + size_t(t) * cols, mv.data() + size_t(t) * rows);
+      ASSERT_TRUE(same_bits(mm, mv)) << "matmul != matvec";
+      std::vector<std::vector<float>> Wd(rows, std::vector<float>(cols));
+      for (int r = 0; r < rows; r++) ref::dequant_mxfp4_row(W.packed, W.scale, cols, r, Wd[r].data());
+      auto s = abs_dots(rows, cols, X[e], n, [&](int r, int c) { return Wd[r][c]; });
+      for (size_t i = 0; i < mm.size(); i++) ASSERT_NEAR(mm[i], want[e][i], tolerance(s[i], cols)) << i;
+      want[e] = mm;  // grouped must equal this entry's own matmul bitwise
+    }
+    be().grouped_mxfp4(tasks.data(), int(tasks.size()));
+    for (int e = 0; e < 3; e++) ASSERT_TRUE(same_bits(got[e], want[e])) << "grouped != matmul, expert " << e;
+  }
+}
+
+TEST_P(BackendOps, RowOpsAreBitwiseScalar) {
+  Rng rng(13);
+  const int n = 5, width = 37, ld = 41;
+  auto X = randn(rng, size_t(n) * ld, 3.0f), w = randn(rng, width);
+  std::vector<float> a(size_t(n) * ld, 7.0f), b(a);
+  sc().rmsnorm_rows(X.data(), ld, {w.data(), 0}, n, width, 1e-5f, a.data(), ld);
+  be().rmsnorm_rows(X.data(), ld, {w.data(), 0}, n, width, 1e-5f, b.data(), ld);
+  EXPECT_TRUE(same_bits(a, b)) << "rmsnorm_rows";
+  b = X;  // in place
+  be().rmsnorm_rows(b.data(), ld, {w.data(), 0}, n, width, 1e-5f, b.data(), ld);
+  for (int t = 0; t < n; t++)
+    for (int j = 0; j < ld; j++) {
+      const size_t i = size_t(t) * ld + j;
+      EXPECT_EQ(std::memcmp(&b[i], j < width ? &a[i] : &X[i], 4), 0) << "in place, row " << t << " col " << j;
+    }
+
+  auto y0 = randn(rng, 301), x = randn(rng, 301);
+  a = y0, b = y0;
+  sc().add(a.data(), x.data(), x.size());
+  be().add(b.data(), x.data(), x.size());
+  EXPECT_TRUE(same_bits(a, b)) << "add";
+
+  auto g = randn(rng, 301, 4.0f), u = randn(rng, 301, 4.0f);
+  a.assign(301, 0), b.assign(301, 0);
+  sc().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, a.data());
+  be().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, b.data());
+  EXPECT_TRUE(same_bits(a, b)) << "situ_glu";
+  be().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, g.data());  // out aliases g
+  EXPECT_TRUE(same_bits(g, a)) << "situ_glu in place";
+}
+
+TEST_P(BackendOps, AttnResIsBitwiseScalar) {
+  Rng rng(14);
+  const int T = 3, H = 29;
+  for (int nsrc : {1, 2, 5}) {
+    std::vector<std::vector<float>> src;
+    std::vector<const float*> ptr;
+    for (int j = 0; j < nsrc; j++) src.push_back(randn(rng, size_t(T) * H, float(j + 1)));
+    for (auto& s : src) ptr.push_back(s.data());
+    auto u = randn(rng, H);
+    std::vector<float> a(size_t(T) * H), b(a.size(), NAN);
+    sc().attn_res(ptr.data(), nsrc, {u.data(), 0}, T, H, 1e-5f, a.data());
+    be().attn_res(ptr.data(), nsrc, {u.data(), 0}, T, H, 1e-5f, b.data());
+    EXPECT_TRUE(same_bits(a, b)) << nsrc << " sources";
+  }
+}
+
+TEST_P(BackendOps, RouteAndCombineAreBitwiseScalar) {
+  Rng rng(15);
+  const int T = 4, E = 33, K = 6, W = 19;
+  auto logits = randn(rng, size_t(T) * E, 2.0f), bias = randn(rng, E, 0.1f);
+  logits[3] = logits[7];  // a tie in the biased score
+  bias[3] = bias[7];
+  std::vector<int> ia(size_t(T) * K), ib(ia.size(), -1);
+  std::vector<float> wa(ia.size()), wb(ia.size(), NAN);
+  sc().route(logits.data(), {bias.data(), 0}, T, E, K, 2.5f, ia.data(), wa.data());
+  be().route(logits.data(), {bias.data(), 0}, T, E, K, 2.5f, ib.data(), wb.data());
+  EXPECT_EQ(ia, ib);
+  EXPECT_TRUE(same_bits(wa, wb)) << "route weights";
+
+  auto eo = randn(rng, size_t(T) * K * W);
+  std::vector<float> ca(size_t(T) * W), cb(ca.size(), NAN);
+  sc().moe_combine(eo.data(), ia.data(), wa.data(), T, K, W, ca.data());
+  be().moe_combine(eo.data(), ia.data(), wa.data(), T, K, W, cb.data());
+  EXPECT_TRUE(same_bits(ca, cb)) << "moe_combine";
+}
+
+// Small KDA shapes: heads, dim, kernel.
+struct KdaCase {
+  KdaDims d;
+  std::vector<float> qc, kc, vc, a, dt, on;
+  KdaParams p() const { return {qc.data(), kc.data(), vc.data(), a.data(), dt.data(), on.data(), 0}; }
+};
+KdaCase kda_case(Rng& rng) {
+  KdaCase k;
+  k.d = {3, 8, 4, 1e-5f, -5.0f};
+  const int C = 24;
+  k.qc = randn(rng, size_t(C) * 4, 0.5f), k.kc = randn(rng, size_t(C) * 4, 0.5f), k.vc = randn(rng, size_t(C) * 4, 0.5f);
+  k.a = randn(rng, 3), k.dt = randn(rng, C), k.on = randn(rng, 8);
+  for (float& v : k.a) v = std::exp(v);
+  return k;
+}
+
+TEST_P(BackendOps, KdaChunkIsBitwiseScalar) {
+  Rng rng(16);
+  KdaCase k = kda_case(rng);
+  const int T = 5, C = 24, NH = 3, D = 8;
+  auto q = randn(rng, size_t(T) * C), kk = randn(rng, size_t(T) * C), v = randn(rng, size_t(T) * C);
+  auto f = randn(rng, size_t(T) * C), beta = randn(rng, size_t(T) * NH), z = randn(rng, size_t(T) * C);
+  const KdaRows in{q.data(), kk.data(), v.data(), f.data(), beta.data(), z.data()};
+  const auto S0 = randn(rng, size_t(NH) * D * D, 0.3f), conv0 = randn(rng, size_t(3) * 3 * C);
+  // From a separate pre-chunk buffer (the undo path) and in place.
+  for (bool separate : {true, false}) {
+    std::vector<float> Sa = separate ? std::vector<float>(S0.size(), NAN) : S0, Sb = Sa;
+    std::vector<float> ca = conv0, cb = conv0, oa(size_t(T) * C), ob(oa.size(), NAN);
+    sc().kda_chunk(k.d, k.p(), separate ? S0.data() : Sa.data(), Sa.data(), ca.data(), T, in, oa.data());
+    be().kda_chunk(k.d, k.p(), separate ? S0.data() : Sb.data(), Sb.data(), cb.data(), T, in, ob.data());
+    EXPECT_TRUE(same_bits(Sa, Sb) && same_bits(ca, cb) && same_bits(oa, ob)) << "separate=" << separate;
+    // State alone (a replay): the same state bits.
+    std::vector<float> Sc = S0, cc = conv0;
+    be().kda_chunk(k.d, k.p(), Sc.data(), Sc.data(), cc.data(), T, in, nullptr);
+    EXPECT_TRUE(same_bits(Sc, Sa) && same_bits(cc, ca)) << "replay, separate=" << separate;
+  }
+}
+
+TEST_P(BackendOps, MlaAttendCloseToScalar) {
+  Rng rng(17);
+  const MlaDims d{3, 8, 4, 6, 40};
+  const int QH = 12, KVW = 44, KVB = 14;
+  auto kv_b = random_bf16(rng, size_t(d.heads) * KVB * d.kv_lora);
+  for (int64_t base : {0, 7}) {
+    const int T = 3;
+    auto cache = randn(rng, size_t(base + T) * KVW), q = randn(rng, size_t(T) * d.heads * QH);
+    auto gate = randn(rng, size_t(T) * d.heads * d.v_dim);
+    std::vector<float> a(size_t(T) * d.heads * d.v_dim), b(a.size(), NAN);
+    const Bf16Ref W{kv_b.data(), d.heads * KVB, d.kv_lora, 0};
+    sc().mla_attend(d, W, cache.data(), base, T, q.data(), gate.data(), a.data());
+    be().mla_attend(d, W, cache.data(), base, T, q.data(), gate.data(), b.data());
+    // Only U_h ĉ differs by order; ĉ is a convex mix of cache rows, so
+    // |ĉ_j| <= max|c′| bounds each term.
+    double cmax = 0;
+    for (float c : cache) cmax = std::max(cmax, double(std::fabs(c)));
+    for (int t = 0; t < T; t++)
+      for (int h = 0; h < d.heads; h++)
+        for (int r = 0; r < d.v_dim; r++) {
+          double s = 0;
+          for (int j = 0; j < d.kv_lora; j++)
+            s += std::fabs(bf16_to_f32(kv_b[(size_t(h) * KVB + d.nope + r) * d.kv_lora + j])) * cmax;
+          const size_t i = (size_t(t) * d.heads + h) * d.v_dim + r;
+          ASSERT_NEAR(b[i], a[i], tolerance(s, d.kv_lora)) << "base=" << base << " t=" << t << " h=" << h;
+        }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Entries, BackendOps, ::testing::ValuesIn(backends()),
+                         [](const ::testing::TestParamInfo<const Backend*>& i) { return std::string(i.param->name); });
+
+// ---- the scalar entry against independent formulas -------------------------
+
+TEST(ScalarBackend, AttnResAgreesWithDouble) {
+  Rng rng(21);
+  const int T = 2, H = 16, n = 3;
+  std::vector<std::vector<float>> src;
+  std::vector<const float*> ptr;
+  for (int j = 0; j < n; j++) src.push_back(randn(rng, size_t(T) * H));
+  for (auto& s : src) ptr.push_back(s.data());
+  auto u = randn(rng, H);
+  std::vector<float> out(size_t(T) * H);
+  scalar_backend().attn_res(ptr.data(), n, {u.data(), 0}, T, H, 1e-6f, out.data());
+  for (int t = 0; t < T; t++) {
+    double sc[3], m = -1e300, sum = 0;
+    for (int j = 0; j < n; j++) {
+      double ss = 0, dot = 0;
+      for (int d = 0; d < H; d++) ss += double(src[j][size_t(t) * H + d]) * src[j][size_t(t) * H + d];
+      const double r = 1.0 / std::sqrt(ss / H + 1e-6);
+      for (int d = 0; d < H; d++) dot += src[j][size_t(t) * H + d] * r * u[d];
+      sc[j] = dot, m = std::max(m, dot);
+    }
+    for (double& s : sc) sum += (s = std::exp(s - m));
+    for (int d = 0; d < H; d++) {
+      double want = 0;
+      for (int j = 0; j < n; j++) want += sc[j] / sum * src[j][size_t(t) * H + d];
+      EXPECT_NEAR(out[size_t(t) * H + d], want, 1e-5 * (1 + std::fabs(want)));
+    }
+  }
+}
+
+TEST(ScalarBackend, RouteBreaksTiesBySmallerIdAndRenormalizes) {
+  // Scores σ(0) = 0.5 for every expert; bias lifts 5 and 2 equally, then 9.
+  std::vector<float> logits(12, 0.0f), bias(12, 0.0f);
+  bias[5] = bias[2] = 0.3f;
+  bias[9] = 0.1f;
+  int ids[3];
+  float w[3];
+  scalar_backend().route(logits.data(), {bias.data(), 0}, 1, 12, 3, 2.0f, ids, w);
+  EXPECT_EQ(ids[0], 2);
+  EXPECT_EQ(ids[1], 5);
+  EXPECT_EQ(ids[2], 9);
+  for (float x : w) EXPECT_FLOAT_EQ(x, 2.0f / 3.0f);  // unbiased 0.5 / 1.5 · scaling
+}
+
+TEST(ScalarBackend, CombineOrderIgnoresSlotOrder) {
+  // The same (expert, weight, output) triples in another slot order give the same bits.
+  Rng rng(22);
+  const int K = 5, W = 23;
+  std::vector<int> ids{7, 1, 30, 4, 12};
+  auto wt = randn(rng, K), eo = randn(rng, size_t(K) * W, 100.0f);
+  std::vector<float> a(W), b(W);
+  scalar_backend().moe_combine(eo.data(), ids.data(), wt.data(), 1, K, W, a.data());
+  std::vector<int> perm{3, 0, 4, 2, 1};
+  std::vector<int> ids2(K);
+  std::vector<float> wt2(K), eo2(eo.size());
+  for (int s = 0; s < K; s++) {
+    ids2[s] = ids[perm[s]], wt2[s] = wt[perm[s]];
+    std::copy_n(eo.data() + size_t(perm[s]) * W, W, eo2.data() + size_t(s) * W);
+  }
+  scalar_backend().moe_combine(eo2.data(), ids2.data(), wt2.data(), 1, K, W, b.data());
+  EXPECT_TRUE(same_bits(a, b));
+}
+
+TEST(ScalarBackend, KdaChunkEqualsStepByStep) {
+  Rng rng(23);
+  KdaCase k = kda_case(rng);
+  const int T = 4, C = 24, NH = 3;
+  auto q = randn(rng, size_t(T) * C), kk = randn(rng, size_t(T) * C), v = randn(rng, size_t(T) * C);
+  auto f = randn(rng, size_t(T) * C), beta = randn(rng, size_t(T) * NH), z = randn(rng, size_t(T) * C);
+  std::vector<float> S(size_t(NH) * 64, 0.0f), conv(size_t(3) * 3 * C, 0.0f), out(size_t(T) * C);
+  std::vector<float> S1 = S, conv1 = conv, out1(out.size());
+  scalar_backend().kda_chunk(k.d, k.p(), S.data(), S.data(), conv.data(), T,
+                             {q.data(), kk.data(), v.data(), f.data(), beta.data(), z.data()}, out.data());
+  for (int t = 0; t < T; t++) {
+    const size_t r = size_t(t) * C;
+    scalar_backend().kda_chunk(k.d, k.p(), S1.data(), S1.data(), conv1.data(), 1,
+                               {q.data() + r, kk.data() + r, v.data() + r, f.data() + r, beta.data() + t * NH, z.data() + r},
+                               out1.data() + r);
+  }
+  EXPECT_TRUE(same_bits(S, S1) && same_bits(conv, conv1) && same_bits(out, out1));
+  // Nothing non-finite and the state moved.
+  for (float x : out) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_NE(std::count(S.begin(), S.end(), 0.0f), ptrdiff_t(S.size()));
+}
+
+TEST(ScalarBackend, MlaAttendOverOnePositionIsItsValue) {
+  // With one cached position the softmax is 1: att = (U_h c′) ⊙ σ(gate).
+  Rng rng(24);
+  const MlaDims d{2, 4, 2, 3, 32};
+  auto kv_b = random_bf16(rng, size_t(2) * 7 * 32);
+  auto cache = randn(rng, 34), q = randn(rng, 2 * 6), gate = randn(rng, 2 * 3);
+  std::vector<float> att(6);
+  scalar_backend().mla_attend(d, {kv_b.data(), 14, 32, 0}, cache.data(), 0, 1, q.data(), gate.data(), att.data());
+  for (int h = 0; h < 2; h++)
+    for (int r = 0; r < 3; r++) {
+      double want = 0;
+      for (int j = 0; j < 32; j++) want += double(bf16_to_f32(kv_b[(size_t(h) * 7 + 4 + r) * 32 + j])) * cache[j];
+      want /= 1.0 + std::exp(-double(gate[size_t(h) * 3 + r]));
+      EXPECT_NEAR(att[size_t(h) * 3 + r], want, 1e-5 * (1 + std::fabs(want)));
+    }
+}
+
+TEST(BackendOwners, AreFreshAndNonZero) {
+  const WeightOwner a = next_weight_owner(), b = next_weight_owner();
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(scalar_backend().name, std::string("scalar"));
+  EXPECT_EQ(backends().front(), &scalar_backend());
+}
+
+}  // namespace
+}  // namespace sluice
