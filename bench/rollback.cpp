@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
               copy_s * 1e3 * kda_layers);
   for (int keep = 0; keep < chunk; keep++) {
     t0 = cpu_now();
-    for (int r = 0; r < reps; r++) kda_rollback(c, w, st, u, keep);
+    for (int r = 0; r < reps; r++) kda_rollback(cpu_backend(), 0, c, w, st, u, keep);
     const double s = (cpu_now() - t0) / reps;
     std::printf("rollback keeping %d of %d: %.3f ms per layer (K3, %d layers: %.1f ms)\n", keep, chunk, s * 1e3,
                 kda_layers, s * 1e3 * kda_layers);

@@ -2,7 +2,9 @@
 //
 // Inputs and outputs are row-major [T][width] FP32 arrays. Read model.cpp
 // first: it strings these together in the order of spec §3.1. Matrices are
-// multiplied through the spine (k3/spine.h), in the order they were bound.
+// multiplied through the spine (k3/spine.h), in the order they were bound;
+// all arithmetic runs on the spine's backend (kernels/backend.h; AttnRes and
+// the router are its attn_res and route ops, called from model.cpp).
 #pragma once
 #include <span>
 #include <vector>
@@ -15,9 +17,6 @@
 
 namespace sluice {
 
-// AttnRes (spec §3.2): out[t] = Σ_j softmax_j(u · rmsnorm(src_j[t])) · src_j[t].
-void attn_res(std::span<const float* const> sources, const float* u, int T, int H, float eps, float* out);
-
 // KDA (spec §3.3): x [T][H] normed input -> out [T][H]; advances S and the conv history.
 // With `undo`, records what kda_rollback needs (state.h: KdaUndo).
 void kda_forward(const ModelConfig& c, Spine& sp, const KdaWeights& w, KdaLayerState& st, const float* x, int T, float* out,
@@ -27,8 +26,10 @@ void kda_forward(const ModelConfig& c, Spine& sp, const KdaWeights& w, KdaLayerS
 // at once; each row's output is bitwise what a call for its sequence alone gives.
 void kda_forward_rows(const ModelConfig& c, Spine& sp, const KdaWeights& w, std::span<KdaLayerState* const> states,
                       std::span<const int> lens, std::span<KdaUndo* const> undos, const float* x, float* out);
-// Cuts the chunk recorded in `undo` back to its first `keep` positions (bitwise a chunk of `keep`).
-void kda_rollback(const ModelConfig& c, const KdaWeights& w, KdaLayerState& st, KdaUndo& undo, int keep);
+// Cuts the chunk recorded in `undo` back to its first `keep` positions (bitwise a chunk of `keep`),
+// on `be` with w's vectors owned by `owner` (the spine's).
+void kda_rollback(const Backend& be, WeightOwner owner, const ModelConfig& c, const KdaWeights& w, KdaLayerState& st,
+                  KdaUndo& undo, int keep);
 
 // Gated NoPE MLA (spec §3.4), absorbed form: appends T positions to the cache.
 void mla_forward(const ModelConfig& c, Spine& sp, const MlaWeights& w, MlaLayerCache& cache, const float* x, int T, float* out);
@@ -44,9 +45,5 @@ void dense_forward(const ModelConfig& c, Spine& sp, const DenseWeights& w, const
 // [T][top-k] expert ids in descending biased score when not null.
 void moe_forward(const ModelConfig& c, Spine& sp, const MoeWeights& w, int layer, ExpertSource& experts, const float* y,
                  int T, float* out, std::vector<int>* chosen);
-
-// Router selection for one token: the top-k ids by biased score s' = σ(logit)+bias
-// (ties: smaller id first), in descending s', and their renormalized unbiased weights.
-void route_token(const float* logits, const float* bias, int E, int k, float scaling, int* ids, float* weights);
 
 }  // namespace sluice

@@ -21,8 +21,6 @@
 #include "base/error.h"
 #include "base/numeric.h"
 #include "k3/layers.h"
-#include "kernels/fast.h"
-#include "kernels/ref.h"
 #include "io/span_reader.h"
 
 namespace sluice {
@@ -174,7 +172,8 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   auto m = std::make_unique<Model>();
   m->ck = open_checkpoint(dir);
   m->globals = load_global_weights(m->ck);
-  m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine));
+  m->backend = &cpu_backend();
+  m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine), m->backend);
   m->plan = plan_memory(m->ck, *m->spine, opt);
   if (opt.on_plan) opt.on_plan(m->plan);
   SpanReaderOptions io;
@@ -192,14 +191,6 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   }
   return m;
 }
-
-namespace {
-
-void rmsnorm_rows(const float* x, const std::vector<float>& w, int T, int H, float eps, float* y) {
-  for (int t = 0; t < T; t++) ref::rmsnorm(x + size_t(t) * H, w.data(), H, eps, y + size_t(t) * H);
-}
-
-}  // namespace
 
 namespace {
 
@@ -221,8 +212,9 @@ void hint_next_layer(Model& m, int l, const float* y, int T) {
     std::vector<int> ids(static_cast<size_t>(K));
     std::vector<float> wts(static_cast<size_t>(K));
     const float* last = y + size_t(T - 1) * c.hidden_size;
-    fast::matvec_bf16(m.spine->router(n).w, E, c.hidden_size, last, logits.data());
-    route_token(logits.data(), m.spine->router_bias(n).data(), E, K, 1.0f, ids.data(), wts.data());
+    const Backend& be = *m.backend;
+    be.matvec_bf16(m.spine->resident(m.spine->router(n)), last, logits.data());
+    be.route(logits.data(), m.spine->vec(m.spine->router_bias(n)), 1, E, K, 1.0f, ids.data(), wts.data());
     g.insert(g.end(), ids.begin(), ids.end());
   }
   std::sort(g.begin(), g.end());
@@ -260,6 +252,8 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
                   ForwardTrace* trace) {
   const ModelConfig& c = m.config();
   const int H = c.hidden_size, V = c.vocab_size;
+  const Backend& be = *m.backend;
+  const float eps = c.rms_norm_eps;
   std::vector<int> tokens, lens;
   for (const SequenceRows& q : seqs) {
     if (q.tokens.empty()) fail("forward", "no tokens");
@@ -297,7 +291,7 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
     sources.clear();
     for (const auto& b : blocks) sources.push_back(b.data() + size_t(first) * H);
     sources.push_back(P.data() + size_t(first) * H);
-    attn_res(sources, u.data(), count < 0 ? T - first : count, H, c.rms_norm_eps, out);
+    be.attn_res(sources.data(), int(sources.size()), m.spine->vec(u), count < 0 ? T - first : count, H, eps, out);
   };
   if (trace) {
     trace->hidden.assign(size_t(c.num_hidden_layers) * TH, 0.0f);
@@ -310,7 +304,7 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
     if (blocks.empty()) mixed = P;
     else mix(w.u_attn, mixed.data());
     const bool seal = l % c.attn_res_block_size == 0;
-    rmsnorm_rows(mixed.data(), w.input_norm, T, H, c.rms_norm_eps, normed.data());
+    be.rmsnorm_rows(mixed.data(), H, m.spine->vec(w.input_norm), T, H, eps, normed.data(), H);
     if (c.is_kda_layer(l)) {
       for (size_t i = 0; i < seqs.size(); i++) {
         kda_states[i] = &seqs[i].state->kda[size_t(l)];
@@ -325,12 +319,12 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
       blocks.push_back(P);
       P = sub;
     } else {
-      for (size_t i = 0; i < TH; i++) P[i] += sub[i];
+      be.add(P.data(), sub.data(), TH);
     }
     // FFN sub-block.
     const LayerWeights& f = m.spine->ffn(l);
     mix(f.u_mlp, mixed.data());
-    rmsnorm_rows(mixed.data(), f.post_norm, T, H, c.rms_norm_eps, normed.data());
+    be.rmsnorm_rows(mixed.data(), H, m.spine->vec(f.post_norm), T, H, eps, normed.data(), H);
     if (c.is_moe_layer(l)) {
       hint_next_layer(m, l, normed.data(), T);
       std::vector<int> chosen;
@@ -340,7 +334,7 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
     } else {
       dense_forward(c, *m.spine, f.dense, normed.data(), T, sub.data());
     }
-    for (size_t i = 0; i < TH; i++) P[i] += sub[i];
+    be.add(P.data(), sub.data(), TH);
     if (trace) std::copy(P.begin(), P.end(), trace->hidden.begin() + ptrdiff_t(size_t(l) * TH));
   }
   for (const SequenceRows& q : seqs) q.state->pos += int64_t(q.tokens.size());
@@ -358,7 +352,7 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
       mix(m.globals.u_out, mixed.data() + size_t(i) * H, end - 1, 1);
     }
   }
-  rmsnorm_rows(mixed.data(), m.globals.final_norm, n, H, c.rms_norm_eps, normed.data());
+  be.rmsnorm_rows(mixed.data(), H, m.spine->vec(m.globals.final_norm), n, H, eps, normed.data(), H);
   logits->resize(size_t(n) * V);
   m.spine->matmul(m.spine->head(), normed.data(), n, logits->data());
 }
@@ -371,7 +365,8 @@ void rollback(Model& m, SequenceState& st, ChunkUndo& undo, int keep) {
     const int64_t drop = undo.T - keep;
     for (int l = 0; l < c.num_hidden_layers; l++) {
       if (c.is_kda_layer(l)) {
-        kda_rollback(c, m.spine->attention(l).kda, st.kda[size_t(l)], undo.kda[size_t(l)], keep);
+        kda_rollback(*m.backend, m.spine->owner(), c, m.spine->attention(l).kda, st.kda[size_t(l)], undo.kda[size_t(l)],
+                     keep);
       } else {
         MlaLayerCache& mc = st.mla[size_t(l)];
         const size_t width = mc.len ? mc.kv.size() / size_t(mc.len) : 0;

@@ -105,6 +105,9 @@ struct Prefetcher {
 struct Model {
   Checkpoint ck;
   MemoryPlan plan;
+  // Where the forward pass computes (kernels/backend.h): the CPU entry of the
+  // kernel choice (fast::isa()) when the model opened. The spine uses the same.
+  const Backend* backend = nullptr;
   GlobalWeights globals;
   std::unique_ptr<Spine> spine;
   std::unique_ptr<ExpertSource> experts;

@@ -15,8 +15,6 @@
 
 #include "checkpoint/checkpoint.h"
 #include "k3/layers.h"
-#include "kernels/fast.h"
-#include "kernels/ref.h"
 
 namespace sluice {
 
@@ -29,7 +27,7 @@ void situ_mlp(const ModelConfig& c, Spine& sp, const Bf16Matrix& gate, const Bf1
   std::vector<float> g(size_t(T) * I), u(size_t(T) * I);
   sp.matmul(gate, y, T, g.data());
   sp.matmul(up, y, T, u.data());
-  ref::situ_glu(g.data(), u.data(), T * I, c.situ_beta, c.situ_linear_beta, g.data());
+  sp.backend().situ_glu(g.data(), u.data(), size_t(T) * I, c.situ_beta, c.situ_linear_beta, g.data());
   sp.matmul(down, g.data(), T, out);
 }
 
@@ -39,41 +37,18 @@ void dense_forward(const ModelConfig& c, Spine& sp, const DenseWeights& w, const
   situ_mlp(c, sp, w.gate, w.up, w.down, y, T, out);
 }
 
-void route_token(const float* logits, const float* bias, int E, int k, float scaling, int* ids, float* weights) {
-  std::vector<float> s(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
-  for (int e = 0; e < E; e++) {
-    s[size_t(e)] = ref::sigmoid(logits[e]);
-    biased[size_t(e)] = s[size_t(e)] + bias[e];
-  }
-  std::vector<int> order(static_cast<size_t>(E));
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-    if (biased[size_t(a)] != biased[size_t(b)]) return biased[size_t(a)] > biased[size_t(b)];
-    return a < b;
-  });
-  float sum = 0.0f;
-  for (int i = 0; i < k; i++) sum += s[size_t(order[size_t(i)])];
-  // The fixture oracle clamps the denominator at 6.1e-5 (HF adds 1e-20); equal for any real sum.
-  sum = std::max(sum, 6.103515625e-5f);
-  for (int i = 0; i < k; i++) {
-    ids[i] = order[size_t(i)];
-    weights[i] = s[size_t(order[size_t(i)])] / sum * scaling;
-  }
-}
-
 void moe_forward(const ModelConfig& c, Spine& sp, const MoeWeights& w, int layer, ExpertSource& experts, const float* y, int T,
                  float* out, std::vector<int>* chosen) {
   const int H = c.hidden_size, E = c.num_experts, K = c.num_experts_per_token;
   const int LAT = c.routed_expert_hidden_size, I = c.moe_intermediate_size;
+  const Backend& be = sp.backend();
 
   // Router, selection, weights.
   std::vector<float> logits(size_t(T) * E);
   sp.matmul(w.router, y, T, logits.data());
   std::vector<int> ids(size_t(T) * K);
   std::vector<float> weights(size_t(T) * K);
-  for (int t = 0; t < T; t++)
-    route_token(logits.data() + size_t(t) * E, w.bias.data(), E, K, c.routed_scaling_factor,
-                ids.data() + size_t(t) * K, weights.data() + size_t(t) * K);
+  be.route(logits.data(), sp.vec(w.bias), T, E, K, c.routed_scaling_factor, ids.data(), weights.data());
   if (chosen) *chosen = ids;
 
   std::vector<float> lat(size_t(T) * LAT);
@@ -97,35 +72,25 @@ void moe_forward(const ModelConfig& c, Spine& sp, const MoeWeights& w, int layer
     o.resize(size_t(n) * LAT);
     for (int r = 0; r < n; r++)
       std::copy_n(lat.data() + size_t(who[size_t(r)] / K) * LAT, LAT, xin.data() + size_t(r) * LAT);
-    fast::matmul_mxfp4(span + lay.w1_packed, span + lay.w1_scale, I, LAT, xin.data(), n, g.data());
-    fast::matmul_mxfp4(span + lay.w3_packed, span + lay.w3_scale, I, LAT, xin.data(), n, u.data());
-    ref::situ_glu(g.data(), u.data(), n * I, c.situ_beta, c.situ_linear_beta, g.data());
-    fast::matmul_mxfp4(span + lay.w2_packed, span + lay.w2_scale, LAT, I, g.data(), n, o.data());
+    // Expert bytes are valid for this callback only: transient (owner 0).
+    be.matmul_mxfp4({span + lay.w1_packed, span + lay.w1_scale, I, LAT, 0}, xin.data(), n, g.data());
+    be.matmul_mxfp4({span + lay.w3_packed, span + lay.w3_scale, I, LAT, 0}, xin.data(), n, u.data());
+    be.situ_glu(g.data(), u.data(), size_t(n) * I, c.situ_beta, c.situ_linear_beta, g.data());
+    be.matmul_mxfp4({span + lay.w2_packed, span + lay.w2_scale, LAT, I, 0}, g.data(), n, o.data());
     for (int r = 0; r < n; r++)
       std::copy_n(o.data() + size_t(r) * LAT, LAT, expert_out.data() + size_t(who[size_t(r)]) * LAT);
   });
 
   // Combine in ascending expert id, latent norm, up projection.
-  std::vector<float> comb(size_t(T) * LAT, 0.0f);
-  std::vector<int> slot_order(static_cast<size_t>(K));
-  for (int t = 0; t < T; t++) {
-    const int* tid = ids.data() + size_t(t) * K;
-    std::iota(slot_order.begin(), slot_order.end(), 0);
-    std::sort(slot_order.begin(), slot_order.end(), [&](int a, int b) { return tid[a] < tid[b]; });
-    float* r = comb.data() + size_t(t) * LAT;
-    for (int s : slot_order) {
-      const float wt = weights[size_t(t) * K + s];
-      const float* eo = expert_out.data() + (size_t(t) * K + s) * LAT;
-      for (int j = 0; j < LAT; j++) r[j] += wt * eo[j];
-    }
-    ref::rmsnorm(r, w.rnorm.data(), LAT, c.rms_norm_eps, r);
-  }
+  std::vector<float> comb(size_t(T) * LAT);
+  be.moe_combine(expert_out.data(), ids.data(), weights.data(), T, K, LAT, comb.data());
+  be.rmsnorm_rows(comb.data(), LAT, sp.vec(w.rnorm), T, LAT, c.rms_norm_eps, comb.data(), LAT);
   sp.matmul(w.rup, comb.data(), T, out);
 
   if (c.num_shared_experts > 0) {
     std::vector<float> sh(size_t(T) * H);
     situ_mlp(c, sp, w.sh_gate, w.sh_up, w.sh_down, y, T, sh.data());
-    for (size_t i = 0; i < sh.size(); i++) out[i] += sh[i];
+    be.add(out, sh.data(), sh.size());
   }
 }
 

@@ -3,12 +3,17 @@
 #include <algorithm>
 
 #include "base/error.h"
-#include "kernels/fast.h"
+
 
 namespace sluice {
 
-Spine::Spine(const Checkpoint& ck, uint64_t chunk_bytes, std::shared_ptr<const Pack> pack)
-    : ck_(ck), pack_(std::move(pack)), paths_(ck.shard_paths), layers_(ck.config.num_hidden_layers) {
+Spine::Spine(const Checkpoint& ck, uint64_t chunk_bytes, std::shared_ptr<const Pack> pack, const Backend* backend)
+    : ck_(ck),
+      pack_(std::move(pack)),
+      be_(backend ? backend : &cpu_backend()),
+      owner_(next_weight_owner()),
+      paths_(ck.shard_paths),
+      layers_(ck.config.num_hidden_layers) {
   if (pack_) paths_.push_back(pack_->path);
   const ModelConfig& c = ck.config;
   layers_w_.resize(size_t(2 * layers_));
@@ -31,7 +36,7 @@ Spine::Spine(const Checkpoint& ck, uint64_t chunk_bytes, std::shared_ptr<const P
   fixed_bytes_ += decode;
 }
 
-Spine::~Spine() = default;
+Spine::~Spine() { be_->release(owner_); }
 
 void Spine::add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit) {
   Bf16Matrix& m = *r.view;
@@ -219,29 +224,30 @@ const uint16_t* Spine::take(const Piece& p) {
 void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
   if (use_log_ && m.id >= 0) use_log_->push_back(m.id);
   if (m.w) {
-    fast::matmul_bf16(m.w, m.rows, m.cols, x, T, y);
+    be_->matmul_bf16(resident(m), x, T, y);
     return;
   }
   for (int i : matrices_.at(size_t(m.id)).pieces) {
     const Piece& p = pieces_[size_t(i)];
-    const uint16_t* w = take(p);
+    const Bf16Ref w{take(p), p.rows, m.cols, p.resident ? owner_ : 0};
     if (T == 1) {
-      fast::matmul_bf16(w, p.rows, m.cols, x, 1, y + p.row0);
+      be_->matmul_bf16(w, x, 1, y + p.row0);
       continue;
     }
     scatter_.resize(size_t(T) * size_t(p.rows));
-    fast::matmul_bf16(w, p.rows, m.cols, x, T, scatter_.data());
+    be_->matmul_bf16(w, x, T, scatter_.data());
     for (int t = 0; t < T; t++)
       std::copy_n(scatter_.data() + size_t(t) * p.rows, p.rows, y + size_t(t) * m.rows + p.row0);
   }
 }
 
-const uint16_t* Spine::whole(const Bf16Matrix& m) {
+Bf16Ref Spine::whole(const Bf16Matrix& m) {
   if (use_log_ && m.id >= 0) use_log_->push_back(m.id);
-  if (m.w) return m.w;
+  if (m.w) return resident(m);
   const Matrix& mx = matrices_.at(size_t(m.id));
   if (mx.pieces.size() != 1) fail("spine", "matrix indexed whole was cut into pieces");
-  return take(pieces_[size_t(mx.pieces[0])]);
+  const Piece& p = pieces_[size_t(mx.pieces[0])];
+  return {take(p), m.rows, m.cols, p.resident ? owner_ : 0};
 }
 
 uint64_t Spine::bytes_read() const { return resident_read_ + (stream_ ? stream_->stats().bytes_read : 0); }

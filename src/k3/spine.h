@@ -13,7 +13,8 @@
 // the router of layer l+1 is what prefetch lookahead runs while layer l
 // computes.
 //
-// Matrices are used through matmul(): a resident matrix is one kernel call;
+// Matrices are used through matmul(), on the spine's backend (kernels/
+// backend.h; the CPU one of the kernel choice unless given): a resident matrix is one kernel call;
 // a streamed one is multiplied piece by piece as each lands (output rows are
 // independent, so the result is bitwise the same). A matrix the forward pass
 // indexes directly (MLA's kv_b) is never cut and is reached through whole().
@@ -35,8 +36,9 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
-#include "k3/weights.h"
 #include "io/span_stream.h"
+#include "k3/weights.h"
+#include "kernels/backend.h"
 #include "pack/pack.h"
 
 namespace sluice {
@@ -44,8 +46,10 @@ namespace sluice {
 class Spine {
  public:
   // Binds every layer (vectors read, matrices located; nothing big is read yet)
-  // and cuts every matrix into pieces of at most chunk_bytes.
-  Spine(const Checkpoint& ck, uint64_t chunk_bytes, std::shared_ptr<const Pack> pack = nullptr);
+  // and cuts every matrix into pieces of at most chunk_bytes. Arithmetic runs
+  // on `backend` (nullptr: cpu_backend()).
+  Spine(const Checkpoint& ck, uint64_t chunk_bytes, std::shared_ptr<const Pack> pack = nullptr,
+        const Backend* backend = nullptr);
   ~Spine();
   Spine(const Spine&) = delete;
   Spine& operator=(const Spine&) = delete;
@@ -79,13 +83,24 @@ class Spine {
   const Bf16Matrix& router(int l) const { return ffn(l).moe.router; }
   const std::vector<float>& router_bias(int l) const { return ffn(l).moe.bias; }
 
-  // y[T][m.rows] = x[T][m.cols] · mᵀ (the kernels' matmul_bf16 contract).
+  // The backend every sublayer computes on, and the owner of the spine's
+  // stable weights for it: resident matrices and pieces, the bound FP32
+  // vectors, the routers (released when the spine closes). Streamed pieces
+  // are passed as transient (owner 0).
+  const Backend& backend() const { return *be_; }
+  WeightOwner owner() const { return owner_; }
+  F32Ref vec(const std::vector<float>& v) const { return {v.data(), owner_}; }
+  // A resident matrix (m.w set: a router, or a matrix resident whole) for the backend.
+  Bf16Ref resident(const Bf16Matrix& m) const { return {m.w, m.rows, m.cols, owner_}; }
+
+  // y[T][m.rows] = x[T][m.cols] · mᵀ (the backend's matmul_bf16 contract).
   void matmul(const Bf16Matrix& m, const float* x, int T, float* y);
   // While `log` is set, the id of every spine matrix used (multiplied or
   // taken whole) is appended to it: a pass must use them in id order.
   void record_use(std::vector<int>* log) { use_log_ = log; }
-  // The bytes of a matrix bound as indexed (one piece), valid until the next piece is taken.
-  const uint16_t* whole(const Bf16Matrix& m);
+  // The bytes of a matrix bound as indexed (one piece), valid until the next
+  // piece is taken (owner 0 when streamed).
+  Bf16Ref whole(const Bf16Matrix& m);
 
   bool all_resident() const { return !stream_; }
   const Pack* pack() const { return pack_.get(); }
@@ -121,6 +136,8 @@ class Spine {
 
   const Checkpoint& ck_;
   std::shared_ptr<const Pack> pack_;
+  const Backend* be_;
+  WeightOwner owner_;
   std::vector<std::string> paths_;  // the shards, then the pack
   AlignedBuffer decoded_;           // a streamed packed piece, decoded
   int layers_ = 0;
