@@ -25,6 +25,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
+#include "kernels/device.h"
 #include "serve/server.h"
 #include "text/tokenizer.h"
 
@@ -86,6 +87,8 @@ int run_serve(ServeArgs& a) {
   if (a.draft != "none" && a.draft != "suffix") fail("--draft", "expected none or suffix, got '" + a.draft + "'");
   if (a.draft == "none") a.opt.draft.max_tokens = 0;
   ModelOptions mopt = model_options(a.m);
+  a.opt.device = mopt.backend && std::string(mopt.backend->name) == "cuda" ? "cuda" : "cpu";
+  a.opt.device_detail = describe_backend(mopt.backend ? *mopt.backend : cpu_backend());
   // Saved prefix states (a chat's prompt end and reply end) live inside --ram-budget:
   // the plan reserves state for them and the prefix cache is held to that room.
   if (a.opt.state_cache_bytes > 0) mopt.saved_states = a.opt.saved_states = 2;
