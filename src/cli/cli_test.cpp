@@ -96,6 +96,25 @@ TEST(Cli, VersionPrintsANumber) {
       << r.out;
 }
 
+// --device: cpu always runs and says so; cuda runs on a GPU (a CUDA build on
+// a machine with one) or fails with one line naming why.
+TEST(Cli, DeviceIsSaidAndCudaIsUsedOrAClearError) {
+  Result r = sluice({"run", "-m", kNano, "--tokens", "448,259", "-n", "2", "--ids", "--device", "cpu"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("sluice: device: cpu ("), std::string::npos) << r.err;
+  const std::string cpu_out = r.out;
+  r = sluice({"run", "-m", kNano, "--tokens", "448,259", "-n", "2", "--ids", "--device", "cuda"});
+  if (r.status == 0) {
+    EXPECT_NE(r.err.find("sluice: device: cuda: "), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, cpu_out);
+  } else {
+    EXPECT_EQ(r.err.rfind("sluice: --device cuda: ", 0), 0u) << r.err;
+  }
+  r = sluice({"run", "-m", kNano, "--tokens", "448", "--device", "tpu"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err.rfind("sluice: run: ", 0), 0u) << r.err;
+}
+
 TEST(Cli, ParserErrorsNameTheCommand) {
   Result r = sluice({"run", "--ctx-size", "0", "-m", kNano});
   EXPECT_NE(r.status, 0);

@@ -26,6 +26,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
+#include "kernels/device.h"
 #include "serve/server.h"
 #include "text/tokenizer.h"
 
@@ -104,6 +105,8 @@ int run_serve(ServeArgs& a) {
   if (a.draft != "none" && a.draft != "suffix") fail("--draft", "expected none or suffix, got '" + a.draft + "'");
   if (a.draft == "none") a.opt.draft.max_tokens = 0;
   ModelOptions mopt = model_options(a.m);
+  a.opt.device = mopt.backend && std::string(mopt.backend->name) == "cuda" ? "cuda" : "cpu";
+  a.opt.device_detail = describe_backend(mopt.backend ? *mopt.backend : cpu_backend());
   a.opt.parallel = a.parallel > 0 ? a.parallel : default_parallel(open_checkpoint(a.m.dir).config, mopt);
   // The N live states and the saved prefix states (a chat's prompt end and reply
   // end) live inside --ram-budget: the plan reserves state for them all (a budget

@@ -3,12 +3,14 @@
 #include <nlohmann/json.hpp>
 
 #include "hub/http_experts.h"
+#include "kernels/device.h"
 
 namespace sluice::cli {
 
 std::string expert_stats_json(const Model& model, int tokens) {
   nlohmann::json j;
   j["tokens"] = tokens;
+  j["device"] = describe_backend(model.backend ? *model.backend : cpu_backend());
   StreamStats s;
   if (!model.experts || !stream_stats(*model.experts, &s)) {
     j["expert_source"] = "local";

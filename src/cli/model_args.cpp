@@ -6,6 +6,7 @@
 #include "cli/progress.h"
 #include "cli/spine_option.h"
 #include "hub/http_experts.h"
+#include "kernels/device.h"
 #include "kernels/threads.h"
 
 namespace sluice::cli {
@@ -18,6 +19,9 @@ void add_model_options(CLI::App& sub, ModelArgs& a) {
       ->check(CLI::Range(1, 1 << 24));
   sub.add_option("-t,--threads", a.threads, "Kernel threads (default: every CPU)")->check(CLI::Range(1, 1024));
   add_spine_option(sub, a.spine);
+  sub.add_option("--device", a.device,
+                 "Where the arithmetic runs: cpu, cuda, or auto (the GPU when this build has CUDA and one is usable)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
 }
 
 CLI::Validator byte_size(const std::string& flag, bool allow_zero) {
@@ -56,9 +60,14 @@ ModelOptions model_options(const ModelArgs& a) {
   o.spine = a.spine;
   o.miss_filler = stream_miss_filler(a.dir);  // experts over HTTP for a stream install
   if (a.threads > 0) kernels::set_num_threads(a.threads);
+  o.backend = &device_backend(a.device);
   if (!a.quiet) {
+    // Said with the plan, once the checkpoint has opened (a bad model stays one error line).
     const int ctx = o.max_context;
-    o.on_plan = [ctx](const MemoryPlan& p) { std::fprintf(stderr, "sluice: memory plan: %s\n", describe_plan(p, ctx).c_str()); };
+    const std::string device = describe_backend(*o.backend);
+    o.on_plan = [ctx, device](const MemoryPlan& p) {
+      std::fprintf(stderr, "sluice: device: %s\nsluice: memory plan: %s\n", device.c_str(), describe_plan(p, ctx).c_str());
+    };
     auto line = std::make_shared<ProgressLine>("loading spine");
     o.load_progress = [line](uint64_t done, uint64_t total) { line->bytes(done, total); };
   }

@@ -6,6 +6,8 @@
 //   -c, --ctx-size N     the context the memory plan reserves sequence state for
 //   -t, --threads N      kernel thread pool size (default: every CPU this process may use)
 //   --spine bf16|lossless|int8   which copy of the spine to read (cli/spine_option.h)
+//   --device cpu|cuda|auto       where the arithmetic runs (kernels/device.h; default auto:
+//                                the GPU when the build has CUDA and one is usable)
 // A command adds them with one call, add_model_options(sub, args).
 #pragma once
 #include <memory>
@@ -20,6 +22,7 @@ namespace sluice::cli {
 struct ModelArgs {
   std::string dir, ram_budget;
   std::string spine;  // --spine: bf16|lossless|int8, empty: the exact default
+  std::string device = "auto";  // --device: cpu|cuda|auto
   int ctx_size = 0;  // 0: ModelOptions' default
   int threads = 0;   // 0: every CPU
   bool quiet = false;  // no load progress or memory plan on stderr
@@ -27,8 +30,9 @@ struct ModelArgs {
 
 void add_model_options(CLI::App& sub, ModelArgs& a);
 
-// The ModelOptions the flags ask for, with load progress and the memory plan
-// reported on stderr unless quiet; sets the kernel pool size as a side effect.
+// The ModelOptions the flags ask for, with the device, load progress and the
+// memory plan reported on stderr unless quiet; sets the kernel pool size as a
+// side effect. An Error for --device cuda without a CUDA build or a GPU.
 ModelOptions model_options(const ModelArgs& a);
 
 // open_model(a.dir, model_options(a)).

@@ -174,7 +174,7 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   auto m = std::make_unique<Model>();
   m->ck = open_checkpoint(dir);
   m->globals = load_global_weights(m->ck);
-  m->backend = &cpu_backend();
+  m->backend = opt.backend ? opt.backend : &cpu_backend();
   m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine), m->backend);
   m->plan = plan_memory(m->ck, *m->spine, opt);
   if (opt.on_plan) opt.on_plan(m->plan);

@@ -65,6 +65,9 @@ struct ModelOptions {
   // it is made, then the resident spine's bytes read so far (done, total).
   std::function<void(const MemoryPlan&)> on_plan;
   std::function<void(uint64_t done, uint64_t total)> load_progress;
+  // The op table the model computes on (kernels/backend.h; kernels/device.h
+  // picks it for --device); nullptr: cpu_backend().
+  const Backend* backend = nullptr;
 };
 
 // How the budget was spent when the model was opened. Order of claims: what
@@ -111,8 +114,9 @@ struct Prefetcher {
 struct Model {
   Checkpoint ck;
   MemoryPlan plan;
-  // Where the forward pass computes (kernels/backend.h): the CPU entry of the
-  // kernel choice (fast::isa()) when the model opened. The spine uses the same.
+  // Where the forward pass computes (kernels/backend.h): ModelOptions::backend,
+  // else the CPU entry of the kernel choice (fast::isa()) when the model
+  // opened. The spine uses the same.
   const Backend* backend = nullptr;
   GlobalWeights globals;
   std::unique_ptr<Spine> spine;

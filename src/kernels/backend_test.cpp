@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "base/numeric.h"
+#include "kernels/device.h"
 #include "kernels/ref.h"
 
 namespace sluice {
@@ -67,9 +69,22 @@ std::vector<double> abs_dots(int rows, int cols, const std::vector<float>& X, in
   return s;
 }
 
+// A null parameter is the CUDA entry (kernels/device.h): it runs when this
+// build has CUDA and a GPU is usable, and skips otherwise.
 class BackendOps : public ::testing::TestWithParam<const Backend*> {
  protected:
-  const Backend& be() const { return *GetParam(); }
+  void SetUp() override {
+    entry_ = GetParam();
+    if (!entry_) {
+      try {
+        entry_ = &device_backend("cuda");
+      } catch (const Error& e) {
+        GTEST_SKIP() << e.what();
+      }
+    }
+  }
+  const Backend& be() const { return *entry_; }
+  const Backend* entry_ = nullptr;
   const Backend& sc() const { return scalar_backend(); }
 };
 
@@ -264,6 +279,8 @@ TEST_P(BackendOps, MlaAttendCloseToScalar) {
 
 INSTANTIATE_TEST_SUITE_P(Entries, BackendOps, ::testing::ValuesIn(backends()),
                          [](const ::testing::TestParamInfo<const Backend*>& i) { return std::string(i.param->name); });
+INSTANTIATE_TEST_SUITE_P(Device, BackendOps, ::testing::Values(static_cast<const Backend*>(nullptr)),
+                         [](const ::testing::TestParamInfo<const Backend*>&) { return std::string("cuda"); });
 
 // ---- the scalar entry against independent formulas -------------------------
 

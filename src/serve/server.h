@@ -51,6 +51,8 @@ struct ServerOptions {
   int max_prompt_tokens = 32768;  // prompt tokens per request (far below K3's context: prefill is slow)
   size_t max_request_bytes = 8u << 20;  // the decoded body
   std::string model_id;    // the name clients must send; empty: the model directory's name
+  std::string device = "cpu";  // /health's "device": where the arithmetic runs (cpu or cuda)
+  std::string device_detail;   // /health's "device_detail" (kernels/device.h's describe_backend)
   uint64_t state_cache_bytes = 2ull << 30;  // prefix states kept for reuse
   // Prefix states the memory plan reserved room for besides the `parallel` live
   // ones (ModelOptions::saved_states = saved_states + parallel - 1): when > 0,

@@ -61,7 +61,9 @@ void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* st
 // wide; not to be changed while another thread launches.
 // lookup_async: the lookup decode with the weights streamed through shared
 // memory by cp.async (decode launches only; prefill falls back to lookup).
-enum class Mxfp4Decode { lookup, bits, lookup_async };
+// lookup_bf16: a table of bf16 pairs (4 bytes per code byte instead of 8:
+// half the shared-memory traffic, one shift or mask more per code).
+enum class Mxfp4Decode { lookup, bits, lookup_async, lookup_bf16 };
 struct Mxfp4Tuning {
   Mxfp4Decode decode;
   int rows_per_thread;

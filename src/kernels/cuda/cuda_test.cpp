@@ -15,6 +15,7 @@
 
 #include "base/numeric.h"
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/upload.h"
 #include "kernels/ref.h"
 
 namespace sluice {
@@ -135,7 +136,8 @@ void check_mxfp4(Rng& rng, int rows, int cols, int n, int lo = 110, int hi = 135
   std::vector<float> first;
   for (const cuda::Mxfp4Tuning tuning : {cuda::mxfp4_tuning(), cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_async, 2},
                                          cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_async, 4},
-                                         cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_async, 8}}) {
+                                         cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_async, 8},
+                                         cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_bf16, 4}}) {
     SCOPED_TRACE(testing::Message() << cuda::mxfp4_decode_name(tuning.decode) << " " << tuning.rows_per_thread);
     cuda::set_mxfp4_tuning(tuning);
     Dev<float> dx(X), dy(size_t(n) * rows);
@@ -192,7 +194,8 @@ TEST(CudaKernels, Mxfp4DecodesEveryCodeAndScaleExactly) {
     }
   Dev<uint8_t> dp(m.packed), ds(m.scale);
   for (int hot : {0, 1, 31, 32, 63})
-    for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits, cuda::Mxfp4Decode::lookup_async}) {
+    for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits, cuda::Mxfp4Decode::lookup_async,
+                     cuda::Mxfp4Decode::lookup_bf16}) {
       cuda::set_mxfp4_tuning({dec, dec == cuda::Mxfp4Decode::lookup_async ? 2 : 4});
       std::vector<float> x(cols, 0.0f);
       x[hot] = 1.0f;
@@ -220,7 +223,8 @@ TEST(CudaKernels, Mxfp4EveryTuningGivesTheSameBits) {
   Dev<uint8_t> dp(m.packed), ds(m.scale);
   Dev<float> dx(X);
   std::vector<float> first, first1;
-  for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits, cuda::Mxfp4Decode::lookup_async})
+  for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits, cuda::Mxfp4Decode::lookup_async,
+                   cuda::Mxfp4Decode::lookup_bf16})
     for (int rpt : {2, 4, 8}) {
       if (rpt == 2 && dec != cuda::Mxfp4Decode::lookup_async) continue;
       cuda::set_mxfp4_tuning({dec, rpt});
@@ -375,6 +379,37 @@ TEST(CudaKernels, SituGluMatchesRef) {
 TEST(CudaKernels, DeviceIsNamed) {
   SKIP_WITHOUT_GPU();
   EXPECT_NE(std::string(cuda::device_name()).find("sm_"), std::string::npos);
+}
+
+
+// The uploader: pinned and pageable sources, several chunks and an odd
+// tail, the staging slots reused many times; a consumer stream fenced on it
+// sees every byte.
+TEST(CudaUpload, PinnedAndPageableSourcesArriveWhole) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(5);
+  const size_t n = 10 * 4096 + 1234;
+  std::vector<uint8_t> src(n);
+  for (auto& b : src) b = uint8_t(rng());
+  uint8_t* pinned = nullptr;
+  ok(cudaHostAlloc(reinterpret_cast<void**>(&pinned), n, cudaHostAllocDefault));
+  std::memcpy(pinned, src.data(), n);
+  for (const bool is_pinned : {true, false}) {
+    cuda::Uploader up(4096, 2);
+    Dev<uint8_t> a(n), b(n);
+    up.copy(a.p, is_pinned ? pinned : src.data(), n, is_pinned);
+    up.copy(b.p, is_pinned ? pinned : src.data(), n, is_pinned);
+    cudaStream_t s = nullptr;
+    ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    up.fence(s);
+    Dev<uint8_t> c(n);
+    ok(cudaMemcpyAsync(c.p, b.p, n, cudaMemcpyDeviceToDevice, s));  // ordered after the uploads
+    ok(cudaStreamSynchronize(s));
+    ok(cudaStreamDestroy(s));
+    EXPECT_EQ(a.get(), src) << (is_pinned ? "pinned" : "pageable");
+    EXPECT_EQ(c.get(), src) << (is_pinned ? "pinned" : "pageable");
+  }
+  cudaFreeHost(pinned);
 }
 
 }  // namespace

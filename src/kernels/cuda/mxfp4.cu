@@ -58,7 +58,7 @@ struct Launch {
   int ntasks, rows, cols, rs;
 };
 
-Mxfp4Tuning g_tuning{Mxfp4Decode::lookup, 4};  // the fastest measured (docs/benchmarks.md)
+Mxfp4Tuning g_tuning{Mxfp4Decode::lookup_bf16, 4};  // the fastest measured (docs/benchmarks.md)
 Mxfp4Launch g_last{};
 
 // value(code) · 2^-14
@@ -87,7 +87,7 @@ __device__ __forceinline__ void decode_bits(uint32_t w, float (&d)[8]) {
 // twice on an SM.
 constexpr int kXStride = 36;
 
-template <int kLutWords, int kTok, int kRows>
+template <int kLutWords, int kTok, int kRows, bool kBf16 = false>
 __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 64 : 72)
     mxfp4_kernel(const __grid_constant__ Launch L) {
   extern __shared__ float4 smem4[];
@@ -102,14 +102,25 @@ __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 64 : 72)
   const int tile_rows = rs * kRows;
   const int tiles_per_task = (L.rows + tile_rows - 1) / tile_rows;
 
-  if (kLutWords > 0) {
+  if (kLutWords > 0 && !kBf16) {
     for (int i = tid; i < 256 * 32; i += blockDim.x) {
       const uint32_t b = uint32_t(i) >> 5;
       lut[i] = make_float2(e2m1_scaled(b & 15u), e2m1_scaled(b >> 4));
     }
   }
+  if (kLutWords > 0 && kBf16) {
+    // lookup_bf16: entry b, lane l at byte 256·b + 4·l (the upper half of
+    // each 256-byte row is unused, so one PRMT still builds the address):
+    // the two codes' bf16 patterns, low code in the low half. Every value
+    // ·2^-14 is exact in bf16 (at most two significant bits).
+    uint32_t* lut32 = reinterpret_cast<uint32_t*>(smem);
+    for (int i = tid; i < 256 * 32; i += blockDim.x) {
+      const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
+      lut32[b * 64 + l] = (__float_as_uint(e2m1_scaled(b & 15u)) >> 16) | (__float_as_uint(e2m1_scaled(b >> 4)) & 0xffff0000u);
+    }
+  }
   const char* lut_bytes = reinterpret_cast<const char*>(lut);
-  const uint32_t lane8 = uint32_t(lane) * 8u;
+  const uint32_t lane8 = uint32_t(lane) * (kBf16 ? 4u : 8u);
 
   const int total = L.ntasks * tiles_per_task;
   const int begin = int(int64_t(total) * blockIdx.x / gridDim.x), end = int(int64_t(total) * (blockIdx.x + 1) / gridDim.x);
@@ -170,10 +181,15 @@ __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 64 : 72)
             if (j < kLutWords) {
 #pragma unroll
               for (int b = 0; b < 4; b++) {
-                // bytes of the offset: lane8, code byte b, 0, 0
+                // bytes of the offset: lane8 (lane·4 for bf16), code byte b, 0, 0
                 const uint32_t off = __byte_perm(word, lane8, 0x5504u | (uint32_t(b) << 4));
-                const float2 v = *reinterpret_cast<const float2*>(lut_bytes + off);
-                d[2 * b] = v.x, d[2 * b + 1] = v.y;
+                if (kBf16) {
+                  const uint32_t v = *reinterpret_cast<const uint32_t*>(lut_bytes + off);
+                  d[2 * b] = __uint_as_float(v << 16), d[2 * b + 1] = __uint_as_float(v & 0xffff0000u);
+                } else {
+                  const float2 v = *reinterpret_cast<const float2*>(lut_bytes + off);
+                  d[2 * b] = v.x, d[2 * b + 1] = v.y;
+                }
               }
             } else {
               decode_bits(word, d);
@@ -428,12 +444,12 @@ bool try_async(Launch L, cudaStream_t stream) {
   return false;
 }
 
-template <int kLutWords, int kTok, int kRows>
+template <int kLutWords, int kTok, int kRows, bool kBf16 = false>
 void launch_variant(const Launch& L, cudaStream_t stream) {
   const int G = L.cols / 32, threads = (L.rs * G + 31) / 32 * 32;  // whole warps: the reduction shuffles
   const size_t smem = sizeof(float) * ((kLutWords > 0 ? kLutFloats : 0) + size_t(kTok) * G * kXStride +
                                        2 * size_t(L.rs) * kRows * kTok * G);
-  auto kernel = mxfp4_kernel<kLutWords, kTok, kRows>;
+  auto kernel = mxfp4_kernel<kLutWords, kTok, kRows, kBf16>;
   // Occupancy per launch shape, computed once (a host-side cost otherwise
   // paid on every decode step).
   static thread_local int last_dev = -1, last_threads = 0, last_per_sm = 0, last_sms = 0;
@@ -461,6 +477,7 @@ void launch_rows(const Launch& L, cudaStream_t stream) {
     case Mxfp4Decode::lookup: return launch_variant<4, kTok, kRows>(L, stream);
     case Mxfp4Decode::bits: return launch_variant<0, kTok, kRows>(L, stream);
     case Mxfp4Decode::lookup_async: return launch_variant<4, kTok, kRows>(L, stream);
+    case Mxfp4Decode::lookup_bf16: return launch_variant<4, kTok, kRows, true>(L, stream);
   }
 }
 
@@ -488,6 +505,7 @@ const char* mxfp4_decode_name(Mxfp4Decode d) {
     case Mxfp4Decode::lookup: return "lookup";
     case Mxfp4Decode::bits: return "bits";
     case Mxfp4Decode::lookup_async: return "lookup_async";
+    case Mxfp4Decode::lookup_bf16: return "lookup_bf16";
   }
   return "?";
 }

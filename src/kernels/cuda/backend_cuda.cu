@@ -1,0 +1,334 @@
+// kernels/cuda/backend_cuda.cu — the CUDA entry of the op table
+// (backend_cuda.h): weight mirrors, per-call uploads, the matrix products.
+#include "kernels/cuda/backend_cuda.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda.h"
+#include "kernels/cuda/upload.h"
+
+namespace sluice::cuda {
+namespace {
+using namespace detail;
+
+constexpr size_t kReserve = size_t(2) << 30;  // VRAM left free by the mirrors: scratch, other users
+constexpr size_t kAlign = 256;
+constexpr int kMaxMxfp4Cols = 7168;  // cuda.h: the MXFP4 kernels' widest row
+
+// A device buffer that only grows; carved per call (reset() at each op).
+struct Arena {
+  char* base = nullptr;
+  size_t cap = 0, used = 0;
+  // Reserve every piece of one op first (reserve), then carve (take).
+  size_t want = 0;
+  void plan(size_t n) { want += (n + kAlign - 1) / kAlign * kAlign; }
+  void begin() {
+    if (want > cap) {
+      if (base) check(cudaFree(base), "cudaFree");
+      base = nullptr;
+      cap = std::max(want, cap * 2);
+      check(cudaMalloc(&base, cap), "cudaMalloc (scratch)");
+    }
+    used = 0;
+    want = 0;
+  }
+  void* take(size_t n) {
+    void* p = base + used;
+    used += (n + kAlign - 1) / kAlign * kAlign;
+    return p;
+  }
+};
+
+struct Mirror {
+  void* dev = nullptr;
+  size_t bytes = 0;
+  WeightOwner owner = 0;
+};
+
+struct State {
+  std::mutex mu;
+  const Backend* cpu = nullptr;
+  Backend table{};
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<Uploader> up;
+  Arena arena;
+  std::unordered_map<const void*, Mirror> mirrors;
+  EntryStats stats;
+  std::string device;
+};
+
+State& st() {
+  static State* s = new State;  // never destroyed: the entry may be called during static teardown
+  return *s;
+}
+
+// Where the weight bytes [p, p+n) are on the device: a mirror (owner != 0,
+// made now if VRAM allows), else nullptr (the caller uploads into the arena).
+const void* mirrored(State& s, const void* p, size_t n, WeightOwner owner) {
+  if (owner == 0 || n == 0) return nullptr;
+  auto it = s.mirrors.find(p);
+  if (it != s.mirrors.end()) {
+    if (it->second.owner == owner && it->second.bytes >= n) return it->second.dev;
+    check(cudaFree(it->second.dev), "cudaFree");
+    s.stats.resident_weights--, s.stats.resident_bytes -= it->second.bytes;
+    s.mirrors.erase(it);
+  }
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  if (free_b < n + kReserve) return nullptr;
+  void* d = nullptr;
+  if (cudaMalloc(&d, n) != cudaSuccess) {
+    cudaGetLastError();  // out of memory: clear it, use the per-call path
+    return nullptr;
+  }
+  s.up->copy(d, p, n, false);
+  s.up->sync();
+  s.mirrors[p] = {d, n, owner};
+  s.stats.resident_weights++, s.stats.resident_bytes += n;
+  s.stats.resident_bytes_peak = std::max(s.stats.resident_bytes_peak, s.stats.resident_bytes);
+  return d;
+}
+
+// A weight's device bytes for this op: its mirror, or a fresh upload into the
+// arena (planned by the caller with plan_weight).
+struct WeightPiece {
+  const void* host;
+  size_t bytes;
+  WeightOwner owner;
+  const void* dev = nullptr;
+};
+void plan_weight(State& s, WeightPiece& w) {
+  w.dev = mirrored(s, w.host, w.bytes, w.owner);
+  if (!w.dev) s.arena.plan(w.bytes);
+}
+const void* place_weight(State& s, WeightPiece& w) {
+  if (w.dev) return w.dev;
+  void* d = s.arena.take(w.bytes);
+  s.up->copy(d, w.host, w.bytes, false);
+  s.stats.uploaded_bytes += w.bytes;
+  w.dev = d;
+  return d;
+}
+
+float* put_floats(State& s, const float* host, size_t n) {
+  float* d = static_cast<float*>(s.arena.take(n * sizeof(float)));
+  if (n) check(cudaMemcpyAsync(d, host, n * sizeof(float), cudaMemcpyHostToDevice, s.stream), "h2d (activations)");
+  return d;
+}
+void get_floats(State& s, float* host, const float* dev, size_t n) {
+  if (n) check(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, s.stream), "d2h");
+}
+void finish(State& s) {
+  check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize");
+  s.stats.gpu_calls++;
+}
+
+void gpu_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (n <= 0 || W.rows <= 0) return;
+  WeightPiece w{W.w, size_t(W.rows) * size_t(W.cols) * 2, W.owner};
+  plan_weight(s, w);
+  s.arena.plan(size_t(n) * W.cols * sizeof(float));
+  s.arena.plan(size_t(n) * W.rows * sizeof(float));
+  s.arena.begin();
+  const uint16_t* dw = static_cast<const uint16_t*>(place_weight(s, w));
+  s.up->fence(s.stream);
+  const float* dx = put_floats(s, X, size_t(n) * W.cols);
+  float* dy = static_cast<float*>(s.arena.take(size_t(n) * W.rows * sizeof(float)));
+  matmul_bf16(dw, W.rows, W.cols, dx, n, dy, s.stream);
+  get_floats(s, Y, dy, size_t(n) * W.rows);
+  finish(s);
+}
+void gpu_matvec_bf16(const Bf16Ref& W, const float* x, float* y) { gpu_matmul_bf16(W, x, 1, y); }
+
+bool mxfp4_fits(const Mxfp4Ref& W) { return W.cols > 0 && W.cols % 32 == 0 && W.cols <= kMaxMxfp4Cols; }
+
+void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
+  if (ntasks <= 0) return;
+  State& s = st();
+  const Mxfp4Ref& W0 = tasks[0].W;
+  if (!mxfp4_fits(W0)) {
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.stats.cpu_matrix_calls++;
+    }
+    return s.cpu->grouped_mxfp4(tasks, ntasks);
+  }
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int rows = W0.rows, cols = W0.cols;
+  std::vector<WeightPiece> packed, scale;
+  packed.reserve(size_t(ntasks)), scale.reserve(size_t(ntasks));
+  for (int i = 0; i < ntasks; i++) {
+    const Mxfp4Task& t = tasks[i];
+    packed.push_back({t.W.packed, size_t(rows) * cols / 2, t.W.owner});
+    scale.push_back({t.W.scale, size_t(rows) * cols / 32, t.W.owner});
+    if (t.n <= 0 || rows <= 0) continue;
+    plan_weight(s, packed.back());
+    plan_weight(s, scale.back());
+    s.arena.plan(size_t(t.n) * cols * sizeof(float));
+    s.arena.plan(size_t(t.n) * rows * sizeof(float));
+  }
+  s.arena.begin();
+  std::vector<MxTask> dev(static_cast<size_t>(ntasks));
+  for (int i = 0; i < ntasks; i++) {
+    const Mxfp4Task& t = tasks[i];
+    dev[size_t(i)] = {nullptr, nullptr, nullptr, nullptr, 0};
+    if (t.n <= 0 || rows <= 0) continue;
+    dev[size_t(i)].packed = static_cast<const uint8_t*>(place_weight(s, packed[size_t(i)]));
+    dev[size_t(i)].scale = static_cast<const uint8_t*>(place_weight(s, scale[size_t(i)]));
+    dev[size_t(i)].n = t.n;
+  }
+  s.up->fence(s.stream);
+  for (int i = 0; i < ntasks; i++) {
+    const Mxfp4Task& t = tasks[i];
+    if (t.n <= 0 || rows <= 0) continue;
+    dev[size_t(i)].X = put_floats(s, t.X, size_t(t.n) * cols);
+    dev[size_t(i)].Y = static_cast<float*>(s.arena.take(size_t(t.n) * rows * sizeof(float)));
+  }
+  grouped_mxfp4(dev.data(), ntasks, rows, cols, s.stream);
+  for (int i = 0; i < ntasks; i++)
+    if (tasks[i].n > 0 && rows > 0) get_floats(s, tasks[i].Y, dev[size_t(i)].Y, size_t(tasks[i].n) * rows);
+  finish(s);
+}
+void gpu_matmul_mxfp4(const Mxfp4Ref& W, const float* X, int n, float* Y) {
+  const Mxfp4Task t{W, X, Y, n};
+  gpu_grouped_mxfp4(&t, 1);
+}
+void gpu_matvec_mxfp4(const Mxfp4Ref& W, const float* x, float* y) { gpu_matmul_mxfp4(W, x, 1, y); }
+
+void gpu_release(WeightOwner owner) {
+  State& s = st();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (auto it = s.mirrors.begin(); it != s.mirrors.end();) {
+      if (it->second.owner == owner) {
+        cudaFree(it->second.dev);
+        s.stats.resident_weights--, s.stats.resident_bytes -= it->second.bytes;
+        it = s.mirrors.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  s.cpu->release(owner);
+}
+
+// Reads every 16-byte word once; the XOR keeps the loads alive.
+__global__ void read_all(const uint4* __restrict__ p, size_t n, uint32_t* out) {
+  uint32_t acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = __ldg(p + i), b = __ldg(p + i + stride), c = __ldg(p + i + 2 * stride), d = __ldg(p + i + 3 * stride);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 a = __ldg(p + i);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  if (acc == 0x9e3779b9u) out[0] = acc;  // almost never: only keeps the loads
+}
+
+}  // namespace
+
+Ceilings measure_ceilings() {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  Ceilings c;
+  const size_t read_bytes = size_t(2) << 30, h2d_bytes = size_t(512) << 20;
+  char* buf = nullptr;
+  uint32_t* sink = nullptr;
+  void* host = nullptr;
+  cudaEvent_t a = nullptr, b = nullptr;
+  check(cudaMalloc(&buf, read_bytes), "cudaMalloc (ceilings)");
+  check(cudaMalloc(&sink, sizeof(uint32_t)), "cudaMalloc");
+  check(cudaHostAlloc(&host, h2d_bytes, cudaHostAllocDefault), "cudaHostAlloc");
+  std::memset(host, 0x5a, h2d_bytes);
+  check(cudaMemset(buf, 0x5a, read_bytes), "cudaMemset");
+  check(cudaEventCreate(&a), "cudaEventCreate");
+  check(cudaEventCreate(&b), "cudaEventCreate");
+  const int sms = sm_count();
+  auto time_ms = [&](auto&& f) {
+    float best = 1e30f;
+    for (int rep = 0; rep < 4; rep++) {  // the first is a warm-up
+      check(cudaEventRecord(a, s.stream), "cudaEventRecord");
+      f();
+      check(cudaEventRecord(b, s.stream), "cudaEventRecord");
+      check(cudaEventSynchronize(b), "cudaEventSynchronize");
+      float t = 0;
+      check(cudaEventElapsedTime(&t, a, b), "cudaEventElapsedTime");
+      if (rep > 0) best = std::min(best, t);
+    }
+    return double(best);
+  };
+  const double read_ms = time_ms([&] {
+    read_all<<<sms * 8, 512, 0, s.stream>>>(reinterpret_cast<const uint4*>(buf), read_bytes / 16, sink);
+    check_launch("read kernel");
+  });
+  const double h2d_ms = time_ms([&] { check(cudaMemcpyAsync(buf, host, h2d_bytes, cudaMemcpyHostToDevice, s.stream), "h2d"); });
+  c.hbm_read_gbs = double(read_bytes) / (read_ms * 1e-3) / 1e9;
+  c.h2d_pinned_gbs = double(h2d_bytes) / (h2d_ms * 1e-3) / 1e9;
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaFreeHost(host);
+  cudaFree(sink);
+  cudaFree(buf);
+  return c;
+}
+
+const Backend* backend_entry(const Backend& cpu, std::string* why) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.cpu) return &s.table;
+  if (device_count() == 0) {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    cudaGetLastError();
+    if (why) *why = e == cudaSuccess ? "no CUDA device found" : std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")";
+    return nullptr;
+  }
+  try {
+    cudaStream_t stream = nullptr;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    s.stream = stream;
+    s.up = std::make_unique<Uploader>(size_t(8) << 20, 3);
+    s.device = device_name();
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return nullptr;
+  }
+  s.table = cpu;  // the ops the GPU lacks: the CPU entry's own functions
+  s.table.name = "cuda";
+  s.table.matvec_bf16 = gpu_matvec_bf16;
+  s.table.matmul_bf16 = gpu_matmul_bf16;
+  s.table.matvec_mxfp4 = gpu_matvec_mxfp4;
+  s.table.matmul_mxfp4 = gpu_matmul_mxfp4;
+  s.table.grouped_mxfp4 = gpu_grouped_mxfp4;
+  s.table.release = gpu_release;
+  s.cpu = &cpu;
+  return &s.table;
+}
+
+EntryStats entry_stats() {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.stats;
+}
+
+std::string describe() {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.cpu) return "cuda (not initialized)";
+  return s.device + "; GPU: matvec/matmul bf16 and MXFP4, grouped MXFP4 (MXFP4 rows up to " +
+         std::to_string(kMaxMxfp4Cols) + " columns); CPU (" + s.cpu->name +
+         "): rmsnorm, add, SiTU-GLU, AttnRes, router, MoE combine, KDA, MLA attention";
+}
+
+}  // namespace sluice::cuda

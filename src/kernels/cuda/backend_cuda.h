@@ -1,0 +1,50 @@
+// kernels/cuda/backend_cuda.h — the CUDA entry of the op table
+// (kernels/backend.h), built only with SLUICE_CUDA.
+//
+// On the GPU: the matrix products (matvec/matmul over bf16 and MXFP4, grouped
+// MXFP4), with the kernels of cuda.h. Every other op is the CPU entry's own
+// function (the row ops are "bitwise in every entry", which the scalar loops
+// define; KDA, MLA, AttnRes, the router and the combine are small next to the
+// weights they follow). describe() says which.
+//
+// Weights: owner != 0 (stable bytes) are mirrored in VRAM on first use and
+// kept until release(owner) — the whole spine when it fits ("spine in
+// VRAM"), leaving `reserve` bytes free; a weight that does not fit, and every
+// owner == 0 weight (a ring slot, an expert buffer), is uploaded for the call
+// through pinned staging (kernels/cuda/upload.h). Activations are host memory:
+// copied in, the result copied out, the call returns when it is on the host.
+// The entry serializes its calls (one mutex): any thread may call it.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace sluice::cuda {
+
+// The CUDA entry, created on first call with `cpu` as the fallback for the
+// ops it does not run; nullptr with *why set when no device is usable.
+const Backend* backend_entry(const Backend& cpu, std::string* why);
+
+// What the entry has done so far (for --stats and the benchmark).
+struct EntryStats {
+  uint64_t gpu_calls = 0;       // matrix-product calls run on the GPU
+  uint64_t resident_weights = 0, resident_bytes = 0;  // VRAM mirrors now held
+  uint64_t resident_bytes_peak = 0;                   // the most held at once (a closed model releases its own)
+  uint64_t uploaded_bytes = 0;  // weight bytes copied per call (transient, or no VRAM left)
+  uint64_t cpu_matrix_calls = 0;  // MXFP4 products of a shape the kernels do not take (run on the CPU)
+};
+EntryStats entry_stats();
+
+// The GPU's ceilings, measured now (about a second; for bench --device
+// cuda): a pure-read kernel over 2 GiB (16-byte loads) and one 512 MiB
+// pinned host → device copy, best of 3 each, in GB/s.
+struct Ceilings {
+  double hbm_read_gbs = 0, h2d_pinned_gbs = 0;
+};
+Ceilings measure_ceilings();
+
+// "NVIDIA H200 (...); GPU: <ops>; CPU (<cpu entry>): <ops>" — one line.
+std::string describe();
+
+}  // namespace sluice::cuda

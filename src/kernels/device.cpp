@@ -1,0 +1,67 @@
+#include "kernels/device.h"
+
+#include <cstring>
+
+#include "base/error.h"
+#ifdef SLUICE_HAVE_CUDA
+#include "kernels/cuda/backend_cuda.h"
+#endif
+
+namespace sluice {
+
+bool cuda_built() {
+#ifdef SLUICE_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+// The CUDA entry, or nullptr with *why.
+const Backend* cuda_entry(std::string* why) {
+#ifdef SLUICE_HAVE_CUDA
+  return cuda::backend_entry(cpu_backend(), why);
+#else
+  *why = "this build has no CUDA (configure with -DSLUICE_CUDA=ON)";
+  return nullptr;
+#endif
+}
+
+}  // namespace
+
+const Backend& device_backend(const std::string& device) {
+  if (device == "cpu") return cpu_backend();
+  if (device != "cuda" && device != "auto") fail("--device", "unknown device '" + device + "' (cpu, cuda or auto)");
+  std::string why;
+  if (const Backend* b = cuda_entry(&why)) return *b;
+  if (device == "cuda") fail("--device cuda", why);
+  return cpu_backend();
+}
+
+std::string describe_backend(const Backend& b) {
+#ifdef SLUICE_HAVE_CUDA
+  if (std::strcmp(b.name, "cuda") == 0) return "cuda: " + cuda::describe();
+#endif
+  return std::string("cpu (") + b.name + ")";
+}
+
+DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] bool measure_ceilings) {
+  DeviceReport r;
+#ifdef SLUICE_HAVE_CUDA
+  if (std::strcmp(b.name, "cuda") != 0) return r;
+  r.gpu = true;
+  if (measure_ceilings) {
+    const cuda::Ceilings c = cuda::measure_ceilings();
+    r.hbm_read_gbs = c.hbm_read_gbs, r.h2d_pinned_gbs = c.h2d_pinned_gbs;
+  }
+  const cuda::EntryStats s = cuda::entry_stats();
+  r.gpu_calls = s.gpu_calls, r.resident_weights = s.resident_weights, r.resident_bytes = s.resident_bytes;
+  r.resident_bytes_peak = s.resident_bytes_peak;
+  r.uploaded_bytes = s.uploaded_bytes, r.cpu_matrix_calls = s.cpu_matrix_calls;
+#endif
+  return r;
+}
+
+}  // namespace sluice

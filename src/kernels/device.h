@@ -1,0 +1,38 @@
+// kernels/device.h — which entry of the op table (kernels/backend.h) runs a
+// model: the `--device cpu|cuda|auto` choice.
+//
+//   cpu   cpu_backend() (AVX2 when the CPU has it, else scalar)
+//   cuda  the CUDA entry (kernels/cuda/backend_cuda.h); an Error naming why
+//         when this build has no CUDA (configure with -DSLUICE_CUDA=ON) or no
+//         GPU is usable
+//   auto  the CUDA entry when the build has it and a GPU is usable, else cpu
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace sluice {
+
+// True when this build has the CUDA entry (configured with SLUICE_CUDA).
+bool cuda_built();
+
+// The entry for a --device value; an Error for an unknown name or an
+// unavailable cuda.
+const Backend& device_backend(const std::string& device);
+
+// One line: the entry's name and, for CUDA, the GPU and which ops run where.
+std::string describe_backend(const Backend& b);
+
+// What the entry did (for --stats and bench): zeros for the CPU entries.
+// measure_ceilings: also time the GPU's HBM read and pinned host → device
+// ceilings now (about a second).
+struct DeviceReport {
+  bool gpu = false;
+  double hbm_read_gbs = 0, h2d_pinned_gbs = 0;
+  uint64_t gpu_calls = 0, resident_weights = 0, resident_bytes = 0, resident_bytes_peak = 0, uploaded_bytes = 0,
+           cpu_matrix_calls = 0;
+};
+DeviceReport device_report(const Backend& b, bool measure_ceilings);
+
+}  // namespace sluice
