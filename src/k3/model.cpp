@@ -206,7 +206,7 @@ namespace {
 // the reads a fetch waits for.
 void add_lookahead(Model& m, int n, const float* y, int rows) {
   const ModelConfig& c = m.config();
-  const int E = c.num_experts, K = c.num_experts_per_token, H = c.hidden_size;
+  const int E = c.num_experts, K = c.num_experts_per_token;
   Prefetcher& p = m.prefetcher;
   std::vector<int>& g = p.guess[size_t(n)];
   std::vector<float> logits(size_t(rows) * E), wts(size_t(rows) * K);
