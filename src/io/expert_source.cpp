@@ -81,6 +81,18 @@ class DirectExperts : public ExpertSource {
     first_moe_ = ck.config.first_k_dense_replace;
   }
 
+  // Guesses may still be in flight: they read into the cache's slots and the
+  // bypass buffers, which are destroyed before reader_ (declared first), so
+  // let every read land before anything is freed.
+  ~DirectExperts() override {
+    for (size_t n = reader_.outstanding(); n > 0; n--) {
+      try {
+        reader_.wait_any();
+      } catch (...) {  // a failed read has landed too; nobody is waiting for it
+      }
+    }
+  }
+
   // A failed read (or a throwing `use`) fails this fetch only: every read
   // still in flight is drained and what it was for forgotten, so the next
   // fetch starts from a consistent cache (a repaired file then reads fine).
