@@ -228,14 +228,8 @@ class DirectExperts : public ExpertSource {
       stats_.wait_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now() - w0)
                                      .count());
-      auto it = waiting_.find(c.ticket);
-      if (it == waiting_.end()) continue;  // cannot happen: every ticket is recorded
-      Waiting w = it->second;
-      waiting_.erase(it);
-      if (w.slot >= 0) {
-        cache_.set_ready(w.slot, c.data);
-        slot_ticket_.erase(w.slot);
-      }
+      Waiting w{};
+      if (!landed(c, &w)) continue;  // cannot happen: every ticket is recorded
       if (!w.own) {
         guess_landed(c.ticket, w.slot, c.data);
         continue;
@@ -264,14 +258,8 @@ class DirectExperts : public ExpertSource {
     try {
       Completed c;
       while (reader_.poll(&c)) {
-        auto it = waiting_.find(c.ticket);
-        if (it == waiting_.end()) continue;
-        const Waiting w = it->second;
-        waiting_.erase(it);
-        if (w.slot >= 0) {
-          cache_.set_ready(w.slot, c.data);
-          slot_ticket_.erase(w.slot);
-        }
+        Waiting w{};
+        if (!landed(c, &w)) continue;
         guess_landed(c.ticket, w.slot, c.data);  // between fetches every read is a guess
       }
       issue_hints(false);  // spare buffers only from a fetch whose own reads are all issued
@@ -422,15 +410,8 @@ class DirectExperts : public ExpertSource {
         if (reader_.outstanding() >= before) break;  // a stalled reader: nothing more will land
         continue;
       }
-      auto it = waiting_.find(c.ticket);
-      if (it == waiting_.end()) continue;
-      const Waiting w = it->second;
-      waiting_.erase(it);
-      if (w.slot >= 0) {
-        cache_.set_ready(w.slot, c.data);
-        slot_ticket_.erase(w.slot);
-      }
-      release(w.slot);
+      Waiting w{};
+      if (landed(c, &w)) release(w.slot);
     }
     for (const auto& [ticket, w] : waiting_) {
       if (w.slot >= 0)
@@ -447,6 +428,20 @@ class DirectExperts : public ExpertSource {
     int slot;  // cache slot, or -2 - b for a read into bypass buffer b
     bool own;  // a fetch is waiting for it (else a prefetch nobody asked for yet)
   };
+
+  // A read has landed: forgets its ticket into *w and, when it filled a cache
+  // slot, marks the slot ready. False for a ticket not recorded here.
+  bool landed(const Completed& c, Waiting* w) {
+    auto it = waiting_.find(c.ticket);
+    if (it == waiting_.end()) return false;
+    *w = it->second;
+    waiting_.erase(it);
+    if (w->slot >= 0) {
+      cache_.set_ready(w->slot, c.data);
+      slot_ticket_.erase(w->slot);
+    }
+    return true;
+  }
 
   // A buffer for a read the cache does not keep: reused, so no read faults in
   // and zeroes fresh pages. Allocated on first need, at most max_bypass_.

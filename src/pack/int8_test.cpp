@@ -21,30 +21,14 @@
 #include "k3/model.h"
 #include "kernels/threads.h"
 #include "pack/pack.h"
+#include "pack/pack_test_util.h"
 
 namespace sluice {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kFixture = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model";
-
-struct TempModel {
-  fs::path dir;
-  explicit TempModel(const std::string& name) : dir(fs::path(SLUICE_BINARY).parent_path() / name) {
-    fs::remove_all(dir);
-    fs::copy(kFixture, dir);
-  }
-  ~TempModel() { fs::remove_all(dir); }
-};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using pack_test::TempModel;
+using pack_test::error_of;
 
 PackOptions int8_options() {
   PackOptions o;

@@ -3,6 +3,7 @@
 // shards in every mode (resident, streamed, partly resident, any threads);
 // corrupt, truncated and foreign packs fail with errors naming the pack.
 #include "pack/pack.h"
+#include "pack/pack_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -18,26 +19,8 @@ namespace sluice {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kFixture = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model";
-
-// A copy of the fixture's model (the pack goes beside its shards).
-struct TempModel {
-  fs::path dir;
-  explicit TempModel(const std::string& name) : dir(fs::path(SLUICE_BINARY).parent_path() / name) {
-    fs::remove_all(dir);
-    fs::copy(kFixture, dir);
-  }
-  ~TempModel() { fs::remove_all(dir); }
-};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using pack_test::TempModel;
+using pack_test::error_of;
 
 TEST(Pack, WritesOnceVerifiesAndRefusesAnotherCheckpoint) {
   TempModel t("pack-test-write");
