@@ -81,6 +81,7 @@ Generation::Generation(Session& s, std::span<const int> prompt, const GenerateOp
       sampler_(opt.sampling),
       drafter_(opt.draft, opt.draft_store),
       drafting_(opt.draft.max_tokens > 0),
+      draft_window_(opt.draft.max_tokens),
       V_(size_t(s.model().config().vocab_size)) {
   if (prompt_.empty()) fail("generate", "empty prompt");
   r_.prompt_tokens = int(prompt_.size());
@@ -197,7 +198,8 @@ const std::vector<int>& Generation::rows() {
   // `next_` is reported and must be fed; drafts ride along in the same pass.
   chunk_.assign(1, next_);
   if (drafting_) {
-    const std::vector<int> drafts = drafter_.draft(opt_.max_new_tokens - r_.generated_tokens - 1);
+    const std::vector<int> drafts =
+        drafter_.draft(std::min(draft_window_, opt_.max_new_tokens - r_.generated_tokens - 1));
     chunk_.insert(chunk_.end(), drafts.begin(), drafts.end());
   }
   return chunk_;
@@ -235,6 +237,9 @@ void Generation::absorb(const float* logits, double seconds) {
     if (keep == chunk_.size() && going) {
       cur_ = logits + drafts * V_;  // every draft stood: the model's own next token
       next_ = sampler_.sample(std::span<const float>(cur_, V_));
+      draft_window_ = std::min(opt_.draft.max_tokens, 2 * draft_window_);
+    } else if (going) {
+      draft_window_ = int(keep);  // keep - 1 drafts stood: try one more than that next
     }
     if (keep < chunk_.size()) {
       const auto tr = std::chrono::steady_clock::now();

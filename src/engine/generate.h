@@ -167,6 +167,10 @@ class Generation {
   GenerateResult r_;
   Phase phase_ = Phase::prefill;
   bool started_ = false, drafting_;
+  // Drafts proposed per pass: the whole --draft-max while every draft stands,
+  // cut to one more than were accepted after a miss (a rejected row costs a
+  // pass's compute for it and a rollback), doubled back after a full success.
+  int draft_window_;
   size_t V_, reused_ = 0, fed_ = 0, feeding_ = 0;
   std::chrono::steady_clock::time_point t0_;
   std::vector<float> saved_logits_, lp_;
