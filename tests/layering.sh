@@ -7,7 +7,8 @@
 #   checkpoint, io, kernels, pack <- k3 <- engine (also hub: stream installs)
 #   base <- text
 #   engine, text <- serve <- cli
-# Tests (*_test.cpp) may reach up: they check a folder through the layers above it.
+# Tests (*_test.cpp) and their helpers (*_test_util.h) may reach up: they check
+# a folder through the layers above it. Only tests may include a helper.
 # Usage: layering.sh SRC_DIR   (exit 1 and one line per upward include)
 set -u
 src=${1:?usage: layering.sh SRC_DIR}
@@ -43,6 +44,11 @@ for dir in "$src"/*/; do
       bad=1
     fi
   done < <(grep -rnE '^\s*#\s*include "[A-Za-z0-9_]+/' "$dir" --include='*.h' --include='*.cpp' \
-             --include='*.cu' --include='*.cuh' | grep -v '_test\.cpp:')
+             --include='*.cu' --include='*.cuh' | grep -vE '(_test\.cpp|_test_util\.h):')
 done
+while IFS= read -r hit; do
+  echo "layering: ${hit#"$src"/}: only tests include a test helper"
+  bad=1
+done < <(grep -rnE '^\s*#\s*include "[A-Za-z0-9_/]*test_util\.h"' "$src" --include='*.h' --include='*.cpp' \
+           --include='*.cu' --include='*.cuh' | grep -vE '(_test\.cpp|test_util\.h):')
 exit $bad

@@ -1,9 +1,6 @@
 #include "checkpoint/safetensors_writer.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +12,7 @@
 #include <numeric>
 #include <set>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 
 namespace sluice {
@@ -29,70 +27,6 @@ uint64_t TensorData::nbytes() const {
 }
 
 namespace {
-
-// An output file that appears under its final name only when commit() runs.
-struct AtomicFile {
-  std::string path, tmp_path;
-  int fd = -1;
-  bool committed = false;
-
-  bool direct = false;  // opened with O_DIRECT: aligned buffers, lengths and offsets
-
-  explicit AtomicFile(const std::string& final_path, bool want_direct = false) : path(final_path) {
-    std::filesystem::path p(final_path);
-    tmp_path = (p.parent_path() / (".tmp-" + p.filename().string())).string();
-    const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
-    if (want_direct) {
-      fd = ::open(tmp_path.c_str(), flags | O_DIRECT, 0644);
-      direct = fd >= 0;  // file systems without O_DIRECT (tmpfs) refuse: write buffered
-    }
-    if (fd < 0) fd = ::open(tmp_path.c_str(), flags, 0644);
-    if (fd < 0) fail(tmp_path, std::string("cannot create: ") + std::strerror(errno));
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-  ~AtomicFile() {
-    if (fd >= 0) ::close(fd);
-    if (!committed) ::unlink(tmp_path.c_str());
-  }
-
-  // Reserves the space up front so a full disk fails at once, not after minutes.
-  void reserve(uint64_t size) {
-    int rc = ::posix_fallocate(fd, 0, off_t(size));
-    if (rc == ENOSPC) fail(path, "not enough disk space for " + std::to_string(size) + " bytes");
-    // Other errors (file systems without fallocate) just mean no reservation.
-  }
-
-  void write_all(const uint8_t* p, size_t n) {
-    while (n > 0) {
-      ssize_t w = ::write(fd, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail(path, std::string("write failed: ") + std::strerror(errno));
-      }
-      p += w;
-      n -= size_t(w);
-    }
-  }
-
-  // Cuts the zero padding of the last O_DIRECT block.
-  void truncate(uint64_t size) {
-    if (::ftruncate(fd, off_t(size)) != 0) fail(path, std::string("cannot truncate: ") + std::strerror(errno));
-  }
-
-  void commit(uint64_t expected_size) {
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || uint64_t(st.st_size) != expected_size)
-      fail(path, "wrote " + std::to_string(uint64_t(st.st_size)) + " bytes, expected " +
-                     std::to_string(expected_size));
-    int rc = ::close(fd);
-    fd = -1;
-    if (rc != 0) fail(path, std::string("close failed: ") + std::strerror(errno));
-    if (::rename(tmp_path.c_str(), path.c_str()) != 0)
-      fail(path, std::string("cannot rename into place: ") + std::strerror(errno));
-    committed = true;
-  }
-};
 
 std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
 
@@ -145,7 +79,7 @@ void write_safetensors(const std::string& path, std::span<const TensorData> tens
 void write_safetensors(const std::string& path, std::span<const TensorData> tensors,
                        const SafetensorsLayout& layout, uint64_t direct_io_from) {
   if (layout.begin.size() != tensors.size()) fail(path, "layout does not match the tensor list");
-  AtomicFile file(path, layout.file_size() >= direct_io_from);
+  AtomicFile file(path, {.temp = {}, .direct = layout.file_size() >= direct_io_from});
   file.reserve(layout.file_size());
 
   // Two buffers: one is filled while the other is written by a helper thread,
@@ -172,12 +106,12 @@ void write_safetensors(const std::string& path, std::span<const TensorData> tens
     if (pending.valid()) pending.get();  // the other buffer is free again
     uint8_t* p = buf[cur].get();
     size_t n = used;
-    if (file.direct && !last) n = used & ~(kAlign - 1);
-    if (file.direct && last) {
+    if (file.direct() && !last) n = used & ~(kAlign - 1);
+    if (file.direct() && last) {
       n = (used + kAlign - 1) & ~(kAlign - 1);
       std::memset(p + used, 0, n - used);
     }
-    if (n > 0) pending = std::async(std::launch::async, [&file, p, n] { file.write_all(p, n); });
+    if (n > 0) pending = std::async(std::launch::async, [&file, p, n] { file.write(p, n); });
     size_t tail = n < used ? used - n : 0;
     if (tail > 0) std::memcpy(buf[cur ^ 1].get(), p + n, tail);
     written += n;
@@ -212,14 +146,8 @@ void write_safetensors(const std::string& path, std::span<const TensorData> tens
   }
   flush(true);
   if (pending.valid()) pending.get();
-  if (file.direct) file.truncate(layout.file_size());
-  file.commit(layout.file_size());
-}
-
-void write_file_atomic(const std::string& path, std::string_view content) {
-  AtomicFile file(path);
-  file.write_all(reinterpret_cast<const uint8_t*>(content.data()), content.size());
-  file.commit(content.size());
+  if (file.direct()) file.truncate(layout.file_size());
+  file.commit(int64_t(layout.file_size()));
 }
 
 void write_json_atomic(const std::string& path, const nlohmann::json& doc) {

@@ -6,8 +6,9 @@
 // callback in chunks, so a multi-GB shard never sits in memory. The header
 // lists tensors in name order (like Python's safetensors), "__metadata__"
 // first, and is padded with spaces so the data starts 8-byte aligned.
-// Every file is written to DIR/.tmp-NAME and renamed into place when complete:
-// a reader never sees a half-written file under its final name.
+// Every file goes through base/atomic_file.h (DIR/.tmp-NAME, synced, renamed
+// into place when complete): a reader never sees a half-written file under
+// its final name.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -65,8 +66,8 @@ void write_safetensors(const std::string& path, std::span<const TensorData> tens
                        const SafetensorsLayout& layout, uint64_t direct_io_from = kDirectIoFrom);
 void write_safetensors(const std::string& path, std::span<const TensorData> tensors);
 
-// Writes small files atomically. JSON is indented by two spaces, newline-terminated.
-void write_file_atomic(const std::string& path, std::string_view content);
+// Writes a small JSON file atomically, indented by two spaces, newline-terminated
+// (other small files: write_file_atomic, base/atomic_file.h).
 void write_json_atomic(const std::string& path, const nlohmann::json& doc);
 
 // {"metadata":{"total_size":N},"weight_map":{tensor: shard file}}; total_size is

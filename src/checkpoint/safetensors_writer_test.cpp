@@ -7,6 +7,8 @@
 #include <random>
 #include <sstream>
 
+#include "base/atomic_file.h"
+#include "base/disk_full_test_util.h"
 #include "base/error.h"
 
 namespace sluice {
@@ -206,6 +208,35 @@ TEST(SafetensorsWriter, FailedWriteLeavesNothingBehind) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
   }
+}
+
+// A full disk midway (direct and buffered): the old shard stays as it was,
+// no temp file is left, and the error names the file.
+TEST(SafetensorsWriter, AFullDiskMidwayLeavesTheOldShard) {
+  TempDir dir;
+  const std::string path = dir / "model.safetensors";
+  std::vector<TensorData> old{held("a", DType::U8, {3}, {1, 2, 3})};
+  write_safetensors(path, old);
+  const std::string before = read_all(path);
+  TensorData big;
+  big.name = "big";
+  big.dtype = DType::U8;
+  big.shape = {int64_t(4 * kFillChunk)};
+  big.fill = [](std::span<uint8_t> out, uint64_t off) {
+    for (size_t i = 0; i < out.size(); i++) out[i] = pattern(off + i);
+  };
+  std::vector<TensorData> ts{big};
+  for (uint64_t direct_from : {uint64_t(0), ~uint64_t(0)}) {
+    testing::DiskFullAfter full(kFillChunk);
+    try {
+      write_safetensors(path, ts, layout_safetensors(ts), direct_from);
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(read_all(path), before);
+  EXPECT_EQ(dir_entries(dir.path), std::vector<std::string>{"model.safetensors"});
 }
 
 TEST(SafetensorsWriter, SmallFilesAndIndex) {

@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 
 namespace sluice {

@@ -4,13 +4,13 @@
 #include <cstdio>
 #include <string>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/expert_stats.h"
 #include "cli/model_args.h"
 #include "cli/token_list.h"
 #include "engine/session.h"
-#include "checkpoint/safetensors_writer.h"
 
 namespace sluice::cli {
 namespace {

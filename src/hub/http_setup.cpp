@@ -20,10 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/file_io.h"
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/safetensors_writer.h"
 #include "hub/setup_manifest.h"
 #include "hub/sha256.h"
 
@@ -69,16 +69,10 @@ struct Fd {
   Fd& operator=(const Fd&) = delete;
 };
 
-void sync_or_fail(int fd, const std::string& path) {
-  if (::fsync(fd) != 0) fail(path, "fsync failed: " + errno_text(errno));
-}
-
-// Publishes a finished part under its final name: rename, then sync the directory.
-void publish(const std::string& part, const std::string& final_path) {
-  make_dirs(parent_of(final_path));
-  if (::rename(part.c_str(), final_path.c_str()) != 0)
-    fail(final_path, "cannot move the finished download into place: " + errno_text(errno));
-  fsync_dir(parent_of(final_path));
+// Publishes a finished part under its final name (sync, rename, sync the directory).
+void publish(AtomicFile& part) {
+  make_dirs(parent_of(part.path()));
+  part.commit();
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -187,12 +181,11 @@ void fetch_full(Setup& s, HttpClient& http, const HubFile& f) {
   make_dirs(parent_of(part));
   ::unlink(s.sparse_path(f.name).c_str());  // an abandoned stream-mode part of this file
   ::unlink(s.sparse_progress_path(f.name).c_str());
-  Fd fd(::open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (fd.fd < 0) fail(part, "cannot create: " + errno_text(errno));
-  uint64_t have = 0;
-  stat_file(part, &have);
+  // The part outlives a failed or interrupted download: the next run resumes it.
+  AtomicFile file(s.dest_path(f.name), {.temp = part, .resume = true});
+  uint64_t have = file.size();
   if (have > f.size) have = 0;
-  if (have == 0 && ::ftruncate(fd.fd, 0) != 0) fail(part, "cannot truncate: " + errno_text(errno));
+  if (have == 0) file.truncate(0);
 
   Hasher sha(HashKind::sha256), blob(HashKind::sha1);
   const std::string pre = git_blob_prefix(f.size);
@@ -202,14 +195,14 @@ void fetch_full(Setup& s, HttpClient& http, const HubFile& f) {
     blob.update(pre.data(), pre.size());
   };
   reset();
-  if (have) hash_prefix(fd.fd, part, have, sha, blob);  // resume: re-hash what is there
+  if (have) hash_prefix(file.fd(), part, have, sha, blob);  // resume: re-hash what is there
   s.done_bytes += have;
   uint64_t written = have;
 
   http.download(
       s.url(f.name), have, f.size,
       [&](uint64_t pos, const uint8_t* data, size_t n) {
-        write_exact(fd.fd, data, n, pos, part);
+        file.write_at(data, n, pos);
         sha.update(data, n);
         blob.update(data, n);
         written = pos + n;
@@ -217,14 +210,13 @@ void fetch_full(Setup& s, HttpClient& http, const HubFile& f) {
         s.fetched_bytes += n;
       },
       [&] {  // the server ignored Range: start over from byte 0
-        if (::ftruncate(fd.fd, 0) != 0) fail(part, "cannot truncate: " + errno_text(errno));
+        file.truncate(0);
         reset();
         s.done_bytes -= written;
         written = 0;
       });
 
-  uint64_t size = 0;
-  stat_file(part, &size);
+  const uint64_t size = file.size();
   std::string problem;
   ManifestFile e;
   e.size = f.size;
@@ -242,12 +234,11 @@ void fetch_full(Setup& s, HttpClient& http, const HubFile& f) {
     if (got != f.git_blob) problem = "git blob id mismatch: expected " + f.git_blob + ", got " + got;
   }
   if (!problem.empty()) {
-    ::unlink(part.c_str());
+    file.discard();
     s.done_bytes -= written;
     fail(f.name, problem + "; the download was deleted, not installed (run setup again)");
   }
-  sync_or_fail(fd.fd, part);
-  publish(part, s.dest_path(f.name));
+  publish(file);
   s.record(f.name, e);
 }
 
@@ -283,13 +274,11 @@ void fetch_stream(Setup& s, HttpClient& http, Item& it) {
   const std::string part = s.sparse_path(f.name), progress = s.sparse_progress_path(f.name);
   const std::string header_sha = sha256_hex(it.header_bytes.data(), it.header_bytes.size());
   make_dirs(parent_of(part));
-  Fd fd(::open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (fd.fd < 0) fail(part, "cannot create: " + errno_text(errno));
+  AtomicFile file(s.dest_path(f.name), {.temp = part, .resume = true});
 
   // Resume where a previous run stopped, if it was fetching this very header.
   size_t runs_done = 0;
-  uint64_t part_size = 0;
-  stat_file(part, &part_size);
+  const uint64_t part_size = file.size();
   {
     std::ifstream in(progress);
     if (in && part_size == f.size) {
@@ -300,31 +289,30 @@ void fetch_stream(Setup& s, HttpClient& http, Item& it) {
         runs_done = std::min<size_t>(j.value("runs_done", size_t(0)), it.runs.size());
     }
   }
-  if (runs_done == 0 && ::ftruncate(fd.fd, 0) != 0) fail(part, "cannot truncate: " + errno_text(errno));
-  write_exact(fd.fd, reinterpret_cast<const uint8_t*>(it.header_bytes.data()), it.header_bytes.size(), 0, part);
-  if (::ftruncate(fd.fd, off_t(f.size)) != 0) fail(part, "cannot extend to the shard size: " + errno_text(errno));
+  if (runs_done == 0) file.truncate(0);
+  file.write_at(it.header_bytes.data(), it.header_bytes.size(), 0);
+  file.truncate(f.size);  // sparse: the experts' bytes are never fetched
 
   Hasher h;
   h.update(it.header_bytes.data(), it.header_bytes.size());
   s.done_bytes += it.header_bytes.size();
   for (size_t r = 0; r < runs_done; r++) {
-    hash_file_range(fd.fd, part, it.runs[r].offset, it.runs[r].length, h);
+    hash_file_range(file.fd(), part, it.runs[r].offset, it.runs[r].length, h);
     s.done_bytes += it.runs[r].length;
   }
   const std::string url = s.url(f.name);
   for (size_t r = runs_done; r < it.runs.size(); r++) {
     http.get_range(url, it.runs[r].offset, it.runs[r].length, f.size, [&](uint64_t pos, const uint8_t* d, size_t n) {
-      write_exact(fd.fd, d, n, pos, part);
+      file.write_at(d, n, pos);
       h.update(d, n);
       s.done_bytes += n;
       s.fetched_bytes += n;
     });
-    if (::fdatasync(fd.fd) != 0) fail(part, "fdatasync failed: " + errno_text(errno));
+    if (::fdatasync(file.fd()) != 0) fail(part, "fdatasync failed: " + errno_text(errno));
     nlohmann::json j = {{"size", f.size}, {"header_sha256", header_sha}, {"runs_done", r + 1}};
     std::string text = j.dump();
     write_file_atomic(progress, text);
   }
-  sync_or_fail(fd.fd, part);
   ManifestFile e;
   e.size = f.size;
   e.sha256 = f.sha256;
@@ -333,7 +321,7 @@ void fetch_stream(Setup& s, HttpClient& http, Item& it) {
   e.spine_only = true;
   e.spine_sha256 = h.finish_hex();
   e.spine_bytes = it.final_bytes;
-  publish(part, s.dest_path(f.name));
+  publish(file);
   ::unlink(progress.c_str());
   s.record(f.name, e);
 }

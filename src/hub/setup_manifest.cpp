@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/json_parse.h"
-#include "checkpoint/safetensors_writer.h"
 
 namespace sluice {
 

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/file_io.h"
 #include "hub/sha256.h"
@@ -176,13 +177,16 @@ void SpanCache::store(int layer, int expert, const uint8_t* data, uint64_t lengt
       stats_.evictions++;
     }
   }
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  bool ok = fd >= 0 && pwrite_full(fd, data, length, 0);
-  if (fd >= 0 && ::close(fd) != 0) ok = false;
-  if (ok) ok = ::rename(tmp.c_str(), path.c_str()) == 0;
+  bool ok = true;
+  try {
+    AtomicFile file(path, {.temp = tmp, .exclusive = true, .sync = false});
+    file.write(data, length);
+    file.commit();
+  } catch (const Error&) {
+    ok = false;  // a full disk, say: the span is just not cached (the temp is gone)
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!ok) {
-    ::unlink(tmp.c_str());
     stats_.store_errors++;
     return;
   }

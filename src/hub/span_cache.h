@@ -3,11 +3,11 @@
 // One file per span in the cache directory, named
 //   l<layer>-e<expert>.<sha256 of the bytes>
 // so the checksum recorded at first fetch travels with the bytes: an entry is
-// published by one rename of a complete temp file ("<name>.tmp-<pid>"), and a
-// reader recomputes the sha256 and compares it with the name. A torn or rotted
-// entry therefore can never be served; it is deleted and counted, and the
-// caller fetches the span again. No fsync: a crash can lose an entry but not
-// make a wrong one pass.
+// published by one rename of a complete temp file ("<name>.tmp-<pid>-<seq>",
+// base/atomic_file.h), and a reader recomputes the sha256 and compares it
+// with the name. A torn or rotted entry therefore can never be served; it is
+// deleted and counted, and the caller fetches the span again. No fsync: a
+// crash can lose an entry but not make a wrong one pass.
 //
 // The cache is bounded by max_bytes (0: unbounded): storing a span first
 // evicts least recently used entries. Recency survives restarts as the files'

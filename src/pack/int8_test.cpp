@@ -28,6 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using pack_test::TempModel;
+using pack_test::check_damage_is_caught;
 using pack_test::error_of;
 
 PackOptions int8_options() {
@@ -182,42 +183,7 @@ TEST(Int8, NanoK3LogitsStayCloseToExact) {
 }
 
 TEST(Int8, CorruptAndTruncatedPacksFailNamingTheFile) {
-  TempModel t("int8-test-corrupt");
-  const Checkpoint ck = open_checkpoint(t.dir.string());
-  const std::string path = write_pack(ck, int8_options()).path;
-  const Pack p = open_pack(path, ck);
-  const PackedTensor* head = p.find(ck.tensor("lm_head.weight").shard, ck.tensor("lm_head.weight").offset);
-  ASSERT_NE(head, nullptr);
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(std::streamoff(head->data_at + head->index[1] / 2));
-    char c = 0;
-    f.read(&c, 1);
-    f.seekp(std::streamoff(head->data_at + head->index[1] / 2));
-    c = char(c ^ 0x10);
-    f.write(&c, 1);
-  }
-  const auto problems = verify_pack(path, ck);
-  ASSERT_FALSE(problems.empty());
-  EXPECT_NE(problems[0].find(path + ": block 0 of tensor 'lm_head.weight' fails its checksum"), std::string::npos)
-      << problems[0];
-  for (uint64_t budget : {uint64_t(0), uint64_t(2) << 20}) {  // resident: at open; streamed: at the first pass
-    ModelOptions o;
-    o.ram_budget = budget;
-    o.spine = "int8";
-    const std::string msg = error_of([&] {
-      auto m = open_model(t.dir.string(), o);
-      run_all(*m, {448, 259}, false);
-    });
-    EXPECT_NE(msg.find(path + ": block 0 of tensor 'lm_head.weight' fails its checksum"), std::string::npos) << msg;
-  }
-  fs::resize_file(path, fs::file_size(path) - 100);
-  ModelOptions o;
-  o.spine = "int8";
-  const std::string msg = error_of([&] { open_model(t.dir.string(), o); });
-  EXPECT_NE(msg.find(path + ": pack is truncated"), std::string::npos) << msg;
-  EXPECT_FALSE(write_pack(ck, int8_options()).up_to_date);
-  EXPECT_TRUE(verify_pack(path, ck).empty());
+  check_damage_is_caught(TempModel("int8-test-corrupt"), int8_options(), "int8");
 }
 
 }  // namespace

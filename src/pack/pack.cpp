@@ -11,6 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/file_io.h"
 #include "kernels/bf16_codec.h"
@@ -73,16 +74,6 @@ std::string key_of(const Checkpoint& ck, const TensorInfo& t) {
     if (&info == &t) return name;
   return t.name;
 }
-
-struct Writer {
-  std::string path;
-  FILE* f = nullptr;
-  uint64_t at = 0;
-  void write(const void* p, size_t n) {
-    if (n && std::fwrite(p, 1, n, f) != n) fail(path, "write failed (disk full?)");
-    at += n;
-  }
-};
 
 }  // namespace
 
@@ -245,102 +236,87 @@ PackResult write_pack(const Checkpoint& ck, const PackOptions& opt) {
   const std::vector<const TensorInfo*> tensors = spine_tensors(ck, opt.format);
   uint64_t total = 0;
   for (const TensorInfo* t : tensors) total += t->nbytes;
-  const std::string tmp = r.path + ".tmp." + std::to_string(::getpid());
-  Writer w{tmp, std::fopen(tmp.c_str(), "wb")};
-  if (!w.f) fail(tmp, "cannot create the pack file");
-  try {
-    std::vector<uint8_t> zeros(kDataStart, 0);
-    std::memcpy(zeros.data(), kMagic, 8);
-    w.write(zeros.data(), zeros.size());
-    json h = {{"format", "sluice-pack"}, {"version", kVersion}, {"spine", spine_format_name(opt.format)},
-              {"codec", int8 ? "int8-group128-v1" : "bf16-exponent-huffman-v1"}, {"shards", json::array()},
-              {"tensors", json::array()}};
-    if (int8) h["group"] = kInt8Group;
-    for (size_t i = 0; i < ck.shard_paths.size(); i++)
-      h["shards"].push_back({{"file", base_name(ck.shard_paths[i])}, {"bytes", ck.shard_sizes[i]}});
-    uint64_t done = 0;
-    std::vector<uint16_t> src;
-    for (const TensorInfo* t : tensors) {
-      const std::string& shard = ck.shard_paths[size_t(t->shard)];
-      const int64_t rows = t->shape[0], cols = t->shape[1];
-      if (cols > int64_t(codec::kMaxBlockValues)) fail(shard, "tensor '" + t->name + "' has rows too long to pack");
-      // int8: the index, then the blocks' crc32s (reserved like the index).
-      const int64_t rpb = pack_rows_per_block(cols);
-      const int64_t blocks = (rows + rpb - 1) / rpb;
-      // The index goes first: reserve it, fill it as blocks are written.
-      const uint64_t index_at = w.at;
-      std::vector<uint64_t> index(size_t(blocks + 1), 0);
-      std::vector<uint32_t> crcs(int8 ? size_t(blocks) : 0);
-      const uint64_t table_bytes = index.size() * 8 + crcs.size() * 4;
-      if (std::fseek(w.f, long(table_bytes), SEEK_CUR) != 0) fail(tmp, "seek failed");
-      w.at += table_bytes;
-      const uint64_t data_at = w.at;
-      Hasher sha;
-      const int64_t chunk_blocks = std::max<int64_t>(1, int64_t(kChunkSource / (uint64_t(rpb * cols) * 2)));
-      std::vector<std::vector<uint8_t>> enc;
-      for (int64_t b0 = 0; b0 < blocks; b0 += chunk_blocks) {
-        const int64_t nb = std::min(chunk_blocks, blocks - b0);
-        const int64_t r0 = b0 * rpb, r1 = std::min(rows, (b0 + nb) * rpb);
-        src.resize(size_t((r1 - r0) * cols));
-        read_exact(shard, src.data(), src.size() * 2, t->offset + uint64_t(r0 * cols) * 2);
-        sha.update(src.data(), src.size() * 2);
-        enc.assign(size_t(nb), {});
-        kernels::parallel_for(nb, [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; i++) {
-            const int64_t br0 = (b0 + i) * rpb, br1 = std::min(rows, br0 + rpb);
-            const uint16_t* from = src.data() + (br0 - r0) * cols;
-            std::vector<uint8_t>& out = enc[size_t(i)];
-            if (!int8) {
-              codec::encode_block(from, uint32_t((br1 - br0) * cols), out);
-              continue;
-            }
-            out.resize(int8_matrix_bytes64(br1 - br0, cols));
-            quantize_int8_rows(from, int(br1 - br0), int(cols), out.data());
-            crcs[size_t(b0 + i)] = uint32_t(crc32(0, out.data(), uInt(out.size())));
+  // Written beside its final name and renamed when whole; a failure removes it.
+  AtomicFile w(r.path, {.temp = r.path + ".tmp." + std::to_string(::getpid())});
+  std::vector<uint8_t> zeros(kDataStart, 0);
+  std::memcpy(zeros.data(), kMagic, 8);
+  w.write(zeros.data(), zeros.size());
+  json h = {{"format", "sluice-pack"}, {"version", kVersion}, {"spine", spine_format_name(opt.format)},
+            {"codec", int8 ? "int8-group128-v1" : "bf16-exponent-huffman-v1"}, {"shards", json::array()},
+            {"tensors", json::array()}};
+  if (int8) h["group"] = kInt8Group;
+  for (size_t i = 0; i < ck.shard_paths.size(); i++)
+    h["shards"].push_back({{"file", base_name(ck.shard_paths[i])}, {"bytes", ck.shard_sizes[i]}});
+  uint64_t done = 0;
+  std::vector<uint16_t> src;
+  for (const TensorInfo* t : tensors) {
+    const std::string& shard = ck.shard_paths[size_t(t->shard)];
+    const int64_t rows = t->shape[0], cols = t->shape[1];
+    if (cols > int64_t(codec::kMaxBlockValues)) fail(shard, "tensor '" + t->name + "' has rows too long to pack");
+    // int8: the index, then the blocks' crc32s (reserved like the index).
+    const int64_t rpb = pack_rows_per_block(cols);
+    const int64_t blocks = (rows + rpb - 1) / rpb;
+    // The index goes first: reserve it, fill it as blocks are written.
+    const uint64_t index_at = w.at();
+    std::vector<uint64_t> index(size_t(blocks + 1), 0);
+    std::vector<uint32_t> crcs(int8 ? size_t(blocks) : 0);
+    const uint64_t table_bytes = index.size() * 8 + crcs.size() * 4;
+    w.skip(table_bytes);
+    const uint64_t data_at = w.at();
+    Hasher sha;
+    const int64_t chunk_blocks = std::max<int64_t>(1, int64_t(kChunkSource / (uint64_t(rpb * cols) * 2)));
+    std::vector<std::vector<uint8_t>> enc;
+    for (int64_t b0 = 0; b0 < blocks; b0 += chunk_blocks) {
+      const int64_t nb = std::min(chunk_blocks, blocks - b0);
+      const int64_t r0 = b0 * rpb, r1 = std::min(rows, (b0 + nb) * rpb);
+      src.resize(size_t((r1 - r0) * cols));
+      read_exact(shard, src.data(), src.size() * 2, t->offset + uint64_t(r0 * cols) * 2);
+      sha.update(src.data(), src.size() * 2);
+      enc.assign(size_t(nb), {});
+      kernels::parallel_for(nb, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; i++) {
+          const int64_t br0 = (b0 + i) * rpb, br1 = std::min(rows, br0 + rpb);
+          const uint16_t* from = src.data() + (br0 - r0) * cols;
+          std::vector<uint8_t>& out = enc[size_t(i)];
+          if (!int8) {
+            codec::encode_block(from, uint32_t((br1 - br0) * cols), out);
+            continue;
           }
-        });
-        for (int64_t i = 0; i < nb; i++) {
-          w.write(enc[size_t(i)].data(), enc[size_t(i)].size());
-          index[size_t(b0 + i + 1)] = w.at - data_at;
+          out.resize(int8_matrix_bytes64(br1 - br0, cols));
+          quantize_int8_rows(from, int(br1 - br0), int(cols), out.data());
+          crcs[size_t(b0 + i)] = uint32_t(crc32(0, out.data(), uInt(out.size())));
         }
-        done += uint64_t(r1 - r0) * uint64_t(cols) * 2;
-        if (opt.progress) opt.progress(done, total);
+      });
+      for (int64_t i = 0; i < nb; i++) {
+        w.write(enc[size_t(i)].data(), enc[size_t(i)].size());
+        index[size_t(b0 + i + 1)] = w.at() - data_at;
       }
-      const uint64_t end = w.at;
-      if (std::fseek(w.f, long(index_at), SEEK_SET) != 0) fail(tmp, "seek failed");
-      if (std::fwrite(index.data(), 8, index.size(), w.f) != index.size() ||
-          (!crcs.empty() && std::fwrite(crcs.data(), 4, crcs.size(), w.f) != crcs.size()))
-        fail(tmp, "write failed (disk full?)");
-      uint32_t table_crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(index.data()), uInt(index.size() * 8)));
-      if (!crcs.empty()) table_crc = uint32_t(crc32(table_crc, reinterpret_cast<const Bytef*>(crcs.data()), uInt(crcs.size() * 4)));
-      if (std::fseek(w.f, long(end), SEEK_SET) != 0) fail(tmp, "seek failed");
-      h["tensors"].push_back({{"name", key_of(ck, *t)}, {"shape", {rows, cols}}, {"shard", t->shard},
-                              {"offset", t->offset}, {"nbytes", t->nbytes}, {"sha256", sha.finish_hex()},
-                              {"rows_per_block", rpb}, {"blocks", blocks}, {"index_at", index_at},
-                              {"index_crc32", table_crc}});
-      r.packed_bytes += index.back();
-      r.source_bytes += t->nbytes;
+      done += uint64_t(r1 - r0) * uint64_t(cols) * 2;
+      if (opt.progress) opt.progress(done, total);
     }
-    const std::string text = h.dump(1);
-    const uint64_t header_at = w.at;
-    w.write(text.data(), text.size());
-    uint8_t tr[kTrailer];
-    const uint64_t hb = text.size();
-    const uint32_t crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(text.data()), uInt(text.size())));
-    std::memcpy(tr, &header_at, 8);
-    std::memcpy(tr + 8, &hb, 8);
-    std::memcpy(tr + 16, &crc, 4);
-    std::memcpy(tr + 20, &kTrailerMagic, 4);
-    w.write(tr, kTrailer);
-    if (std::fflush(w.f) != 0 || ::fsync(fileno(w.f)) != 0) fail(tmp, "write failed (disk full?)");
-    std::fclose(w.f);
-    w.f = nullptr;
-    if (std::rename(tmp.c_str(), r.path.c_str()) != 0) fail(r.path, "cannot rename the finished pack into place");
-  } catch (...) {
-    if (w.f) std::fclose(w.f);
-    std::remove(tmp.c_str());
-    throw;
+    w.write_at(index.data(), index.size() * 8, index_at);
+    w.write_at(crcs.data(), crcs.size() * 4, index_at + index.size() * 8);
+    uint32_t table_crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(index.data()), uInt(index.size() * 8)));
+    if (!crcs.empty()) table_crc = uint32_t(crc32(table_crc, reinterpret_cast<const Bytef*>(crcs.data()), uInt(crcs.size() * 4)));
+    h["tensors"].push_back({{"name", key_of(ck, *t)}, {"shape", {rows, cols}}, {"shard", t->shard},
+                            {"offset", t->offset}, {"nbytes", t->nbytes}, {"sha256", sha.finish_hex()},
+                            {"rows_per_block", rpb}, {"blocks", blocks}, {"index_at", index_at},
+                            {"index_crc32", table_crc}});
+    r.packed_bytes += index.back();
+    r.source_bytes += t->nbytes;
   }
+  const std::string text = h.dump(1);
+  const uint64_t header_at = w.at();
+  w.write(text.data(), text.size());
+  uint8_t tr[kTrailer];
+  const uint64_t hb = text.size();
+  const uint32_t crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(text.data()), uInt(text.size())));
+  std::memcpy(tr, &header_at, 8);
+  std::memcpy(tr + 8, &hb, 8);
+  std::memcpy(tr + 16, &crc, 4);
+  std::memcpy(tr + 20, &kTrailerMagic, 4);
+  w.write(tr, kTrailer);
+  w.commit();
   return r;
 }
 

@@ -1,11 +1,19 @@
 // pack/pack_test_util.h — what the pack tests share: a scratch copy of the
-// k3-tiny fixture model (a pack goes beside its shards) and an error catcher.
+// k3-tiny fixture model (a pack goes beside its shards), an error catcher, and
+// the damaged-pack check every spine format runs.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 
 #include "base/error.h"
+#include "checkpoint/checkpoint.h"
+#include "engine/session_test_util.h"
+#include "k3/model.h"
+#include "pack/pack.h"
 
 namespace sluice::pack_test {
 
@@ -30,6 +38,55 @@ inline std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "";
+}
+
+// Flips one bit of the byte at `offset` of `path`.
+inline void flip_bit(const std::string& path, uint64_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  char c = 0;
+  f.seekg(std::streamoff(offset));
+  f.read(&c, 1);
+  c = char(c ^ 0x10);
+  f.seekp(std::streamoff(offset));
+  f.write(&c, 1);
+}
+
+// Writes the pack `opt` asks for beside t's model, damages it, and checks that
+// every reader names the file: a flipped bit in the head's first block
+// (verify_pack; a model holding the spine resident, and one streaming it),
+// then a cut-off end (refused at open). Packing again replaces it.
+// `spine`: the model's --spine ("" the default, which takes the pack).
+inline void check_damage_is_caught(const TempModel& t, const PackOptions& opt, const std::string& spine) {
+  const Checkpoint ck = open_checkpoint(t.dir.string());
+  const std::string path = write_pack(ck, opt).path;
+  const TensorInfo& lm = ck.tensor("lm_head.weight");
+  {
+    const Pack p = open_pack(path, ck);
+    const PackedTensor* head = p.find(lm.shard, lm.offset);
+    ASSERT_NE(head, nullptr);
+    flip_bit(path, head->data_at + head->index[1] / 2);
+  }
+  const std::string damaged = path + ": block 0 of tensor 'lm_head.weight' fails its checksum";
+  const auto problems = verify_pack(path, ck);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].find(damaged), std::string::npos) << problems[0];
+  for (uint64_t budget : {uint64_t(0), uint64_t(2) << 20}) {  // resident: at open; streamed: at the first pass
+    ModelOptions o;
+    o.ram_budget = budget;
+    o.spine = spine;
+    const std::string msg = error_of([&] {
+      auto m = open_model(t.dir.string(), o);
+      run_all(*m, {448, 259}, false);
+    });
+    EXPECT_NE(msg.find(damaged), std::string::npos) << msg;
+  }
+  fs::resize_file(path, fs::file_size(path) - 100);
+  ModelOptions o;
+  o.spine = spine;
+  const std::string msg = error_of([&] { open_model(t.dir.string(), o); });
+  EXPECT_NE(msg.find(path + ": pack is truncated"), std::string::npos) << msg;
+  EXPECT_FALSE(write_pack(ck, opt).up_to_date);
+  EXPECT_TRUE(verify_pack(path, ck).empty());
 }
 
 }  // namespace sluice::pack_test
