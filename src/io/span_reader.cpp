@@ -1,30 +1,28 @@
-// io/span_reader.cpp — io_uring / pread engines behind SpanReader.
+// io/span_reader.cpp — SpanReader's bookkeeping, over one of the engines of
+// io/read_engine.h (io_uring, or pread worker threads).
 //
-// Bookkeeping: a Request is one submitted span; it is cut into Ops (chunks of
-// its aligned superset), at most queue_depth of which are in flight. Both
-// engines report each op's result as (op, res) with res = bytes or -errno, and
-// one function (on_op_done) handles short reads, retries and errors for both.
+// A Request is one submitted span; it is cut into Ops (chunks of its aligned
+// superset), at most queue_depth of which are in flight. Both engines report
+// each op's result as (op, res) with res = bytes or -errno, and one function
+// (on_op_done) handles short reads, retries and errors for both.
 // A request finishes when none of its ops is in flight any more, so a failed
 // span never frees or hands back a buffer the kernel is still writing.
 #include "io/span_reader.h"
 
 #include <fcntl.h>
-#include <liburing.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <mutex>
-#include <thread>
 #include <unordered_map>
 
 #include "base/error.h"
+#include "io/read_engine.h"
 
 namespace sluice {
 
@@ -96,18 +94,6 @@ struct Result {
   std::string error;
 };
 
-struct Job {
-  int op = 0;
-  int fd = -1;
-  uint8_t* buf = nullptr;
-  uint64_t len = 0, off = 0;
-};
-
-struct OpResult {
-  int op = 0;
-  int64_t res = 0;
-};
-
 }  // namespace
 
 struct SpanReader::Impl {
@@ -115,17 +101,8 @@ struct SpanReader::Impl {
   std::vector<FileEntry> files;
   std::vector<int> retired_fds;  // buffered-reopen leaves the old fd to in-flight ops
 
-  bool uring = false;
-  io_uring ring{};
-  int sqes_unsubmitted = 0;
-
-  // pread engine
-  std::vector<std::thread> workers;
-  std::mutex mu;
-  std::condition_variable jobs_cv, done_cv;
-  std::deque<Job> jobs;
-  std::vector<OpResult> op_results;
-  bool stopping = false;
+  std::unique_ptr<ReadEngine> engine;
+  bool uring = false;  // engine is the io_uring one
 
   std::vector<Op> ops;
   std::vector<int> free_ops;
@@ -161,41 +138,16 @@ struct SpanReader::Impl {
     if (env_flag("SLUICE_NO_DIRECT")) opt.use_direct = false;
     ops.resize(size_t(opt.queue_depth));
     for (int i = opt.queue_depth - 1; i >= 0; i--) free_ops.push_back(i);
-    if (opt.use_io_uring && io_uring_queue_init(unsigned(opt.queue_depth), &ring, 0) == 0)
-      uring = true;
-    if (!uring) {
-      int n = std::clamp(opt.pread_threads, 1, 64);
-      for (int i = 0; i < n; i++) workers.emplace_back([this] { worker_loop(); });
-    }
+    if (opt.use_io_uring) engine = make_uring_engine(opt.queue_depth);
+    uring = engine != nullptr;
+    if (!engine) engine = make_pread_engine(opt.pread_threads);
   }
 
   void shutdown() {
     // Wait for ops still in flight: their buffers must outlive the reads.
-    if (uring) {
-      while (ops_in_flight > 0) {
-        io_uring_cqe* cqe = nullptr;
-        __kernel_timespec ts{opt.timeout_ms / 1000, (opt.timeout_ms % 1000) * 1000000LL};
-        int r = io_uring_wait_cqe_timeout(&ring, &cqe, &ts);
-        if (r == -EINTR) continue;
-        if (r < 0) {
-          leak_buffers();  // a stalled device may still write into them
-          break;
-        }
-        io_uring_cqe_seen(&ring, cqe);
-        ops_in_flight--;
-      }
-      io_uring_queue_exit(&ring);
-      uring = false;
-    }
-    if (!workers.empty()) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        stopping = true;
-        jobs.clear();  // not started: nobody writes their buffers
-      }
-      jobs_cv.notify_all();
-      for (auto& t : workers) t.join();
-      workers.clear();
+    if (engine) {
+      if (!engine->drain(ops_in_flight, opt.timeout_ms)) leak_buffers();  // a stalled device may still write into them
+      engine.reset();
     }
     for (auto& f : files)
       if (f.fd >= 0) close(f.fd);
@@ -209,26 +161,6 @@ struct SpanReader::Impl {
     static auto* graveyard = new std::vector<AlignedBuffer>();  // reachable: no leak report
     for (auto& [t, r] : requests)
       if (!r.buffer.empty()) graveyard->push_back(std::move(r.buffer));
-  }
-
-  void worker_loop() {
-    for (;;) {
-      Job j;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        jobs_cv.wait(lock, [&] { return stopping || !jobs.empty(); });
-        if (stopping) return;
-        j = jobs.front();
-        jobs.pop_front();
-      }
-      ssize_t n = pread(j.fd, j.buf, j.len, off_t(j.off));
-      int64_t res = n < 0 ? -int64_t(errno) : int64_t(n);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        op_results.push_back({j.op, res});
-      }
-      done_cv.notify_one();
-    }
   }
 
   int add_file(const std::string& path) {
@@ -382,35 +314,13 @@ struct SpanReader::Impl {
     Op& o = ops[size_t(i)];
     const Request& r = requests.at(o.ticket);
     o.fd = files[size_t(r.file)].fd;
-    if (uring) {
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      if (!sqe) {  // cannot happen: in-flight ops never exceed the ring size
-        flush();
-        sqe = io_uring_get_sqe(&ring);
-        if (!sqe) fail("span reader", "io_uring submission queue full");
-      }
-      io_uring_prep_read(sqe, o.fd, o.buf + o.done, unsigned(o.len - o.done), o.start + o.done);
-      io_uring_sqe_set_data64(sqe, uint64_t(i));
-      sqes_unsubmitted++;
-    } else {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        jobs.push_back({i, o.fd, o.buf + o.done, o.len - o.done, o.start + o.done});
-      }
-      jobs_cv.notify_one();
-    }
+    engine->queue(i, o.fd, o.buf + o.done, o.len - o.done, o.start + o.done);
   }
 
   void flush() {
-    while (uring && sqes_unsubmitted > 0) {
-      int r = io_uring_submit(&ring);
-      if (r == -EINTR || r == -EAGAIN || r == -EBUSY) continue;
-      if (r == 0) break;  // nothing taken now; the next wait submits them
-      if (r < 0) {
-        broken = true;
-        fail("span reader", std::string("io_uring_submit: ") + std::strerror(-r));
-      }
-      sqes_unsubmitted -= r;
+    if (const int r = engine->submit(); r < 0) {
+      broken = true;
+      fail("span reader", std::string(engine->name()) + " submit: " + std::strerror(-r));
     }
   }
 
@@ -504,41 +414,15 @@ struct SpanReader::Impl {
         fail("span reader", "internal: spans outstanding but no read in flight");
       return;
     }
-    if (uring) {
-      flush();
-      io_uring_cqe* cqe = nullptr;
-      if (block) {
-        for (;;) {
-          __kernel_timespec ts{opt.timeout_ms / 1000, (opt.timeout_ms % 1000) * 1000000LL};
-          int r = io_uring_wait_cqe_timeout(&ring, &cqe, &ts);
-          if (r == -EINTR) continue;
-          if (r == -ETIME) stalled();
-          if (r < 0) {
-            broken = true;
-            fail("span reader", std::string("io_uring wait: ") + std::strerror(-r));
-          }
-          break;
-        }
-      }
-      unsigned head;
-      std::vector<OpResult> got;
-      io_uring_for_each_cqe(&ring, head, cqe) {
-        got.push_back({int(io_uring_cqe_get_data64(cqe)), int64_t(cqe->res)});
-      }
-      io_uring_cq_advance(&ring, unsigned(got.size()));
-      for (auto& g : got) on_op_done(g.op, g.res);
-    } else {
-      std::vector<OpResult> got;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        if (block &&
-            !done_cv.wait_for(lock, std::chrono::milliseconds(opt.timeout_ms),
-                              [&] { return !op_results.empty(); }))
-          stalled();
-        got.swap(op_results);
-      }
-      for (auto& g : got) on_op_done(g.op, g.res);
+    flush();
+    std::vector<OpResult> got;
+    const int r = engine->reap(block, opt.timeout_ms, got);
+    if (r == -ETIME) stalled();
+    if (r < 0) {
+      broken = true;
+      fail("span reader", std::string(engine->name()) + " wait: " + std::strerror(-r));
     }
+    for (auto& g : got) on_op_done(g.op, g.res);
     pump();
   }
 
@@ -596,13 +480,6 @@ struct SpanReader::Impl {
     }
   }
 };
-
-bool io_uring_available() {
-  io_uring ring{};
-  if (io_uring_queue_init(2, &ring, 0) != 0) return false;
-  io_uring_queue_exit(&ring);
-  return true;
-}
 
 SpanReader::SpanReader(const std::vector<std::string>& paths, SpanReaderOptions options)
     : impl_(std::make_unique<Impl>()) {
