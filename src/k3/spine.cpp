@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "base/error.h"
-#include "kernels/fast.h"
 #include "pack/int8.h"
 
 namespace sluice {
@@ -278,13 +277,13 @@ void Spine::matmul(const Bf16Matrix& m, const float* x, int T, float* y) {
   }
   const Matrix& mx = matrices_.at(size_t(m.id));
   if (mx.q8) {
-    fast::matmul_int8(mx.q8, m.rows, m.cols, x, T, y);
+    be_->matmul_int8(Int8Ref{mx.q8, m.rows, m.cols, owner_}, x, T, y);
     return;
   }
   // One piece's rows [row0, row0 + rows) of the T outputs, into out ([T][rows]).
   auto piece = [&](const Piece& p, float* out) {
     if (p.int8)
-      fast::matmul_int8(take_int8(p), p.rows, m.cols, x, T, out);
+      be_->matmul_int8(Int8Ref{take_int8(p), p.rows, m.cols, p.resident ? owner_ : 0}, x, T, out);
     else
       be_->matmul_bf16(Bf16Ref{take(p), p.rows, m.cols, p.resident ? owner_ : 0}, x, T, out);
   };

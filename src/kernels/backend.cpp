@@ -50,6 +50,11 @@ void scalar_matmul_mxfp4(const Mxfp4Ref& W, const float* X, int n, float* Y) {
   ref::matmul_mxfp4(W.packed, W.scale, W.rows, W.cols, X, n, Y);
 }
 
+void scalar_matvec_int8(const Int8Ref& W, const float* x, float* y) { ref::matvec_int8(W.w, W.rows, W.cols, x, y); }
+void scalar_matmul_int8(const Int8Ref& W, const float* X, int n, float* Y) {
+  ref::matmul_int8(W.w, W.rows, W.cols, X, n, Y);
+}
+
 template <void (*Matmul)(const Mxfp4Ref&, const float*, int, float*)>
 void grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
   for (int i = 0; i < ntasks; i++)
@@ -66,6 +71,10 @@ void avx2_matvec_mxfp4(const Mxfp4Ref& W, const float* x, float* y) {
 }
 void avx2_matmul_mxfp4(const Mxfp4Ref& W, const float* X, int n, float* Y) {
   fast::avx2::matmul_mxfp4(W.packed, W.scale, W.rows, W.cols, X, n, Y);
+}
+void avx2_matvec_int8(const Int8Ref& W, const float* x, float* y) { fast::avx2::matvec_int8(W.w, W.rows, W.cols, x, y); }
+void avx2_matmul_int8(const Int8Ref& W, const float* X, int n, float* Y) {
+  fast::avx2::matmul_int8(W.w, W.rows, W.cols, X, n, Y);
 }
 #endif
 
@@ -290,6 +299,8 @@ const Backend kScalar = {
     scalar_matvec_mxfp4,
     scalar_matmul_mxfp4,
     grouped_mxfp4<scalar_matmul_mxfp4>,
+    scalar_matvec_int8,
+    scalar_matmul_int8,
     rmsnorm_rows,
     add,
     situ_glu,
@@ -302,23 +313,24 @@ const Backend kScalar = {
 };
 
 #if defined(__x86_64__)
-const Backend kAvx2 = {
-    "avx2",
-    avx2_matvec_bf16,
-    avx2_matmul_bf16,
-    avx2_matvec_mxfp4,
-    avx2_matmul_mxfp4,
-    grouped_mxfp4<avx2_matmul_mxfp4>,
-    rmsnorm_rows,
-    add,
-    situ_glu,
-    attn_res,
-    route,
-    moe_combine,
-    kda_chunk,
-    mla_attend<avx2_matvec_bf16>,
-    release,
-};
+// The scalar entry with the AVX2 matrix products: every other op is the
+// scalar one, so those stay bitwise equal across entries.
+const Backend& avx2_table() {
+  static const Backend table = [] {
+    Backend b = kScalar;
+    b.name = "avx2";
+    b.matvec_bf16 = avx2_matvec_bf16;
+    b.matmul_bf16 = avx2_matmul_bf16;
+    b.matvec_mxfp4 = avx2_matvec_mxfp4;
+    b.matmul_mxfp4 = avx2_matmul_mxfp4;
+    b.grouped_mxfp4 = grouped_mxfp4<avx2_matmul_mxfp4>;
+    b.matvec_int8 = avx2_matvec_int8;
+    b.matmul_int8 = avx2_matmul_int8;
+    b.mla_attend = mla_attend<avx2_matvec_bf16>;
+    return b;
+  }();
+  return table;
+}
 #endif
 
 }  // namespace
@@ -327,7 +339,7 @@ const Backend& scalar_backend() { return kScalar; }
 
 const Backend* avx2_backend() {
 #if defined(__x86_64__)
-  if (fast::best_isa() == fast::Isa::avx2) return &kAvx2;
+  if (fast::best_isa() == fast::Isa::avx2) return &avx2_table();
 #endif
   return nullptr;
 }

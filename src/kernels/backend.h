@@ -5,7 +5,8 @@
 // what to read and when (spine streaming, expert reads, prefetch, caches), the
 // backend does the arithmetic. Entries: `scalar` (the definitions: plain loops
 // over kernels/ref.h, one thread), `avx2` (kernels/fast_avx2.cpp for the matrix
-// products, threaded; the other ops as scalar), later CUDA (kernels/cuda/).
+// products, threaded; the other ops as scalar), `cuda` (kernels/cuda/: the
+// bf16 and MXFP4 products on the GPU, every other op its CPU entry's own).
 // kernels/backend_test.cpp runs every op of every entry against `scalar` on
 // random inputs; a new entry is tested by adding it to backends().
 //
@@ -60,6 +61,15 @@ struct Mxfp4Ref {
   WeightOwner owner = 0;
 };
 
+// An int8 matrix [rows][cols] with per-group FP32 scales (the int8 spine,
+// kernels/ref.h): each row ref::int8_row_bytes(cols) bytes, the scales first.
+// `w` need not be aligned (a pack puts rows back to back).
+struct Int8Ref {
+  const uint8_t* w = nullptr;
+  int rows = 0, cols = 0;
+  WeightOwner owner = 0;
+};
+
 // An FP32 weight vector (norm weights, AttnRes queries, router bias).
 struct F32Ref {
   const float* v = nullptr;
@@ -109,6 +119,10 @@ struct Backend {
   // Every task has the same W.rows × W.cols (one projection of several
   // experts); bitwise the same as matmul_mxfp4 on each task in turn.
   void (*grouped_mxfp4)(const Mxfp4Task* tasks, int ntasks);
+  // int8 rows: per row, the groups' sums (c in order within a group) times
+  // their scales, added in group order (ref::matvec_int8); avx2 as docs/kernels.md.
+  void (*matvec_int8)(const Int8Ref& W, const float* x, float* y);
+  void (*matmul_int8)(const Int8Ref& W, const float* X, int n, float* Y);
 
   // ---- Row ops (bitwise in every entry).
   // Y[t] = w ⊙ X[t] / sqrt(mean(X[t]²) + eps) for t < n rows of `width`,

@@ -19,45 +19,19 @@
 #include "base/error.h"
 #include "base/numeric.h"
 #include "kernels/device.h"
+#include "kernels/kernel_test_util.h"
 #include "kernels/ref.h"
 
 namespace sluice {
 namespace {
 
-using Rng = std::mt19937_64;
+using namespace kernel_test;
 
 std::vector<float> randn(Rng& rng, size_t n, float scale = 1.0f) {
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> v(n);
   for (float& x : v) x = d(rng) * scale;
   return v;
-}
-
-std::vector<uint16_t> random_bf16(Rng& rng, size_t n) {
-  std::vector<uint16_t> w;
-  for (float x : randn(rng, n)) w.push_back(f32_to_bf16(x));
-  return w;
-}
-
-struct Mx {
-  std::vector<uint8_t> packed, scale;
-};
-Mx random_mxfp4(Rng& rng, int rows, int cols) {
-  std::uniform_int_distribution<int> byte(0, 255), s(120, 130);
-  Mx m;
-  m.packed.resize(size_t(rows) * cols / 2);
-  m.scale.resize(size_t(rows) * cols / 32);
-  for (auto& b : m.packed) b = uint8_t(byte(rng));
-  for (auto& b : m.scale) b = uint8_t(s(rng));
-  return m;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
-double tolerance(double abs_sum, int cols) {
-  return 1e-5 * abs_sum + 4.0 * cols * std::numeric_limits<float>::denorm_min();
 }
 
 // Σ_c |W[r,c]·X[t,c]| for every (t, r), W given as a dequantized row function.
@@ -100,7 +74,7 @@ TEST_P(BackendOps, Bf16Products) {
     sc().matmul_bf16(ref, X.data(), n, want.data());
     be().matmul_bf16(ref, X.data(), n, mm.data());
     for (int t = 0; t < n; t++) be().matvec_bf16(ref, X.data() + size_t(t) * cols, mv.data() + size_t(t) * rows);
-    ASSERT_TRUE(same_bits(mm, mv)) << "matmul != matvec";
+    ASSERT_TRUE(bitwise_equal(mm, mv)) << "matmul != matvec";
     auto s = abs_dots(rows, cols, X, n, [&](int r, int c) { return bf16_to_f32(W[size_t(r) * cols + c]); });
     for (size_t i = 0; i < want.size(); i++) ASSERT_NEAR(mm[i], want[i], tolerance(s[i], cols)) << i;
   }
@@ -112,12 +86,12 @@ TEST_P(BackendOps, Mxfp4ProductsAndGrouped) {
   for (int iter = 0; iter < 10; iter++) {
     const int rows = R(rng), cols = 32 * G(rng);
     // A grouped call of 3 experts, one with no rows.
-    std::vector<Mx> m;
+    std::vector<Mxfp4> m;
     std::vector<std::vector<float>> X, want, got;
     std::vector<Mxfp4Task> tasks;
     for (int e = 0; e < 3; e++) {
       const int n = e == 1 ? 0 : std::max(1, N(rng));
-      m.push_back(random_mxfp4(rng, rows, cols));
+      m.push_back(random_mxfp4(rng, rows, cols, 120, 130));
       X.push_back(randn(rng, size_t(n) * cols));
       want.emplace_back(size_t(n) * rows);
       got.emplace_back(size_t(n) * rows, NAN);
@@ -131,7 +105,7 @@ TEST_P(BackendOps, Mxfp4ProductsAndGrouped) {
       std::vector<float> mm(size_t(n) * rows), mv(mm.size());
       be().matmul_mxfp4(W, X[e].data(), n, mm.data());
       for (int t = 0; t < n; t++) be().matvec_mxfp4(W, X[e].data() + size_t(t) * cols, mv.data() + size_t(t) * rows);
-      ASSERT_TRUE(same_bits(mm, mv)) << "matmul != matvec";
+      ASSERT_TRUE(bitwise_equal(mm, mv)) << "matmul != matvec";
       std::vector<std::vector<float>> Wd(rows, std::vector<float>(cols));
       for (int r = 0; r < rows; r++) ref::dequant_mxfp4_row(W.packed, W.scale, cols, r, Wd[r].data());
       auto s = abs_dots(rows, cols, X[e], n, [&](int r, int c) { return Wd[r][c]; });
@@ -139,7 +113,31 @@ TEST_P(BackendOps, Mxfp4ProductsAndGrouped) {
       want[e] = mm;  // grouped must equal this entry's own matmul bitwise
     }
     be().grouped_mxfp4(tasks.data(), int(tasks.size()));
-    for (int e = 0; e < 3; e++) ASSERT_TRUE(same_bits(got[e], want[e])) << "grouped != matmul, expert " << e;
+    for (int e = 0; e < 3; e++) ASSERT_TRUE(bitwise_equal(got[e], want[e])) << "grouped != matmul, expert " << e;
+  }
+}
+
+TEST_P(BackendOps, Int8Products) {
+  Rng rng(14);
+  std::uniform_int_distribution<int> R(1, 70), Cn(1, 600), N(1, 6);
+  for (int iter = 0; iter < 20; iter++) {
+    const int rows = R(rng), cols = Cn(rng), n = N(rng);
+    const auto W = random_int8(rng, rows, cols);
+    const auto X = random_activations(rng, size_t(n) * cols);
+    const Int8Ref ref{W.data(), rows, cols, 0};
+    std::vector<float> want(size_t(n) * rows), mm(want.size(), NAN), mv(want.size(), NAN);
+    sc().matmul_int8(ref, X.data(), n, want.data());
+    be().matmul_int8(ref, X.data(), n, mm.data());
+    for (int t = 0; t < n; t++) be().matvec_int8(ref, X.data() + size_t(t) * cols, mv.data() + size_t(t) * rows);
+    ASSERT_TRUE(bitwise_equal(mm, mv)) << "matmul != matvec";
+    std::vector<float> row(cols);
+    std::vector<std::vector<float>> Wd;
+    for (int r = 0; r < rows; r++) {
+      ref::dequant_int8_row(W.data(), cols, r, row.data());
+      Wd.push_back(row);
+    }
+    auto s = abs_dots(rows, cols, X, n, [&](int r, int c) { return Wd[r][c]; });
+    for (size_t i = 0; i < want.size(); i++) ASSERT_NEAR(mm[i], want[i], tolerance(s[i], cols)) << i;
   }
 }
 
@@ -150,7 +148,7 @@ TEST_P(BackendOps, RowOpsAreBitwiseScalar) {
   std::vector<float> a(size_t(n) * ld, 7.0f), b(a);
   sc().rmsnorm_rows(X.data(), ld, {w.data(), 0}, n, width, 1e-5f, a.data(), ld);
   be().rmsnorm_rows(X.data(), ld, {w.data(), 0}, n, width, 1e-5f, b.data(), ld);
-  EXPECT_TRUE(same_bits(a, b)) << "rmsnorm_rows";
+  EXPECT_TRUE(bitwise_equal(a, b)) << "rmsnorm_rows";
   b = X;  // in place
   be().rmsnorm_rows(b.data(), ld, {w.data(), 0}, n, width, 1e-5f, b.data(), ld);
   for (int t = 0; t < n; t++)
@@ -163,15 +161,15 @@ TEST_P(BackendOps, RowOpsAreBitwiseScalar) {
   a = y0, b = y0;
   sc().add(a.data(), x.data(), x.size());
   be().add(b.data(), x.data(), x.size());
-  EXPECT_TRUE(same_bits(a, b)) << "add";
+  EXPECT_TRUE(bitwise_equal(a, b)) << "add";
 
   auto g = randn(rng, 301, 4.0f), u = randn(rng, 301, 4.0f);
   a.assign(301, 0), b.assign(301, 0);
   sc().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, a.data());
   be().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, b.data());
-  EXPECT_TRUE(same_bits(a, b)) << "situ_glu";
+  EXPECT_TRUE(bitwise_equal(a, b)) << "situ_glu";
   be().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, g.data());  // out aliases g
-  EXPECT_TRUE(same_bits(g, a)) << "situ_glu in place";
+  EXPECT_TRUE(bitwise_equal(g, a)) << "situ_glu in place";
 }
 
 TEST_P(BackendOps, AttnResIsBitwiseScalar) {
@@ -186,7 +184,7 @@ TEST_P(BackendOps, AttnResIsBitwiseScalar) {
     std::vector<float> a(size_t(T) * H), b(a.size(), NAN);
     sc().attn_res(ptr.data(), nsrc, {u.data(), 0}, T, H, 1e-5f, a.data());
     be().attn_res(ptr.data(), nsrc, {u.data(), 0}, T, H, 1e-5f, b.data());
-    EXPECT_TRUE(same_bits(a, b)) << nsrc << " sources";
+    EXPECT_TRUE(bitwise_equal(a, b)) << nsrc << " sources";
   }
 }
 
@@ -201,13 +199,13 @@ TEST_P(BackendOps, RouteAndCombineAreBitwiseScalar) {
   sc().route(logits.data(), {bias.data(), 0}, T, E, K, 2.5f, ia.data(), wa.data());
   be().route(logits.data(), {bias.data(), 0}, T, E, K, 2.5f, ib.data(), wb.data());
   EXPECT_EQ(ia, ib);
-  EXPECT_TRUE(same_bits(wa, wb)) << "route weights";
+  EXPECT_TRUE(bitwise_equal(wa, wb)) << "route weights";
 
   auto eo = randn(rng, size_t(T) * K * W);
   std::vector<float> ca(size_t(T) * W), cb(ca.size(), NAN);
   sc().moe_combine(eo.data(), ia.data(), wa.data(), T, K, W, ca.data());
   be().moe_combine(eo.data(), ia.data(), wa.data(), T, K, W, cb.data());
-  EXPECT_TRUE(same_bits(ca, cb)) << "moe_combine";
+  EXPECT_TRUE(bitwise_equal(ca, cb)) << "moe_combine";
 }
 
 // Small KDA shapes: heads, dim, kernel.
@@ -240,11 +238,11 @@ TEST_P(BackendOps, KdaChunkIsBitwiseScalar) {
     std::vector<float> ca = conv0, cb = conv0, oa(size_t(T) * C), ob(oa.size(), NAN);
     sc().kda_chunk(k.d, k.p(), separate ? S0.data() : Sa.data(), Sa.data(), ca.data(), T, in, oa.data());
     be().kda_chunk(k.d, k.p(), separate ? S0.data() : Sb.data(), Sb.data(), cb.data(), T, in, ob.data());
-    EXPECT_TRUE(same_bits(Sa, Sb) && same_bits(ca, cb) && same_bits(oa, ob)) << "separate=" << separate;
+    EXPECT_TRUE(bitwise_equal(Sa, Sb) && bitwise_equal(ca, cb) && bitwise_equal(oa, ob)) << "separate=" << separate;
     // State alone (a replay): the same state bits.
     std::vector<float> Sc = S0, cc = conv0;
     be().kda_chunk(k.d, k.p(), Sc.data(), Sc.data(), cc.data(), T, in, nullptr);
-    EXPECT_TRUE(same_bits(Sc, Sa) && same_bits(cc, ca)) << "replay, separate=" << separate;
+    EXPECT_TRUE(bitwise_equal(Sc, Sa) && bitwise_equal(cc, ca)) << "replay, separate=" << separate;
   }
 }
 
@@ -342,7 +340,7 @@ TEST(ScalarBackend, CombineOrderIgnoresSlotOrder) {
     std::copy_n(eo.data() + size_t(perm[s]) * W, W, eo2.data() + size_t(s) * W);
   }
   scalar_backend().moe_combine(eo2.data(), ids2.data(), wt2.data(), 1, K, W, b.data());
-  EXPECT_TRUE(same_bits(a, b));
+  EXPECT_TRUE(bitwise_equal(a, b));
 }
 
 TEST(ScalarBackend, KdaChunkEqualsStepByStep) {
@@ -361,7 +359,7 @@ TEST(ScalarBackend, KdaChunkEqualsStepByStep) {
                                {q.data() + r, kk.data() + r, v.data() + r, f.data() + r, beta.data() + t * NH, z.data() + r},
                                out1.data() + r);
   }
-  EXPECT_TRUE(same_bits(S, S1) && same_bits(conv, conv1) && same_bits(out, out1));
+  EXPECT_TRUE(bitwise_equal(S, S1) && bitwise_equal(conv, conv1) && bitwise_equal(out, out1));
   // Nothing non-finite and the state moved.
   for (float x : out) ASSERT_TRUE(std::isfinite(x));
   EXPECT_NE(std::count(S.begin(), S.end(), 0.0f), ptrdiff_t(S.size()));

@@ -328,7 +328,7 @@ std::string describe() {
   if (!s.cpu) return "cuda (not initialized)";
   return s.device + "; GPU: matvec/matmul bf16 and MXFP4, grouped MXFP4 (MXFP4 rows up to " +
          std::to_string(kMaxMxfp4Cols) + " columns); CPU (" + s.cpu->name +
-         "): rmsnorm, add, SiTU-GLU, AttnRes, router, MoE combine, KDA, MLA attention";
+         "): int8 products, rmsnorm, add, SiTU-GLU, AttnRes, router, MoE combine, KDA, MLA attention";
 }
 
 }  // namespace sluice::cuda

@@ -5,7 +5,8 @@
 // MXFP4), with the kernels of cuda.h. Every other op is the CPU entry's own
 // function (the row ops are "bitwise in every entry", which the scalar loops
 // define; KDA, MLA, AttnRes, the router and the combine are small next to the
-// weights they follow). describe() says which.
+// weights they follow; the int8 spine products have no GPU kernel yet).
+// describe() says which.
 //
 // Weights: owner != 0 (stable bytes) are mirrored in VRAM on first use and
 // kept until release(owner) — the whole spine when it fits ("spine in

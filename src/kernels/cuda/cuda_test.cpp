@@ -16,12 +16,13 @@
 #include "base/numeric.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/upload.h"
+#include "kernels/kernel_test_util.h"
 #include "kernels/ref.h"
 
 namespace sluice {
 namespace {
 
-using Rng = std::mt19937_64;
+using namespace kernel_test;
 
 #define SKIP_WITHOUT_GPU() \
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device"
@@ -60,58 +61,17 @@ struct TuningGuard {
   ~TuningGuard() { cuda::set_mxfp4_tuning(t); }
 };
 
-std::vector<float> random_activations(Rng& rng, size_t n) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> kind(0, 19);
-  std::vector<float> x(n);
-  for (float& v : x) {
-    switch (kind(rng)) {
-      case 0: v = 0.0f; break;
-      case 1: v = -0.0f; break;
-      case 2: v = normal(rng) * 1e3f; break;
-      case 3: v = normal(rng) * 1e-3f; break;
-      default: v = normal(rng); break;
-    }
-  }
-  return x;
-}
-
-std::vector<uint16_t> random_bf16(Rng& rng, size_t n) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> exp_shift(-20, 20);
-  std::vector<uint16_t> w(n);
-  for (uint16_t& v : w) v = f32_to_bf16(std::ldexp(normal(rng), exp_shift(rng) / 4));
-  return w;
-}
-
-struct Mx {
-  std::vector<uint8_t> packed, scale;
-};
-Mx random_mxfp4(Rng& rng, int rows, int cols, int lo, int hi) {
-  std::uniform_int_distribution<int> byte(0, 255), s(lo, hi);
-  Mx m;
-  m.packed.resize(size_t(rows) * cols / 2);
-  m.scale.resize(size_t(rows) * cols / 32);
-  for (auto& b : m.packed) b = uint8_t(byte(rng));
-  for (auto& b : m.scale) b = uint8_t(s(rng));
-  return m;
-}
-
 // |got - ref| <= 1e-5·Σ|w·x| (+ subnormal steps), per output; NaN fails.
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::vector<double>& abs_sum,
                   int cols, const char* what) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); i++) {
-    const double tol = 1e-5 * abs_sum[i] + 4.0 * cols * std::numeric_limits<float>::denorm_min();
+    const double tol = tolerance(abs_sum[i], cols);
     ASSERT_LE(std::fabs(double(got[i]) - double(want[i])), tol) << what << " at " << i << ": " << got[i] << " vs " << want[i];
   }
 }
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::vector<double> abs_dot_mxfp4(const Mx& m, int rows, int cols, const float* X, int n) {
+std::vector<double> abs_dot_mxfp4(const Mxfp4& m, int rows, int cols, const float* X, int n) {
   std::vector<double> s(size_t(n) * rows);
   std::vector<float> w(cols);
   for (int r = 0; r < rows; r++) {
@@ -125,7 +85,7 @@ std::vector<double> abs_dot_mxfp4(const Mx& m, int rows, int cols, const float* 
 // One MXFP4 case: cuda matmul vs ref, and bitwise vs cuda matvec per token.
 void check_mxfp4(Rng& rng, int rows, int cols, int n, int lo = 110, int hi = 135) {
   SCOPED_TRACE(testing::Message() << rows << "x" << cols << " n=" << n);
-  const Mx m = random_mxfp4(rng, rows, cols, lo, hi);
+  const Mxfp4 m = random_mxfp4(rng, rows, cols, lo, hi);
   const std::vector<float> X = random_activations(rng, size_t(n) * cols);
   std::vector<float> want(size_t(n) * rows);
   ref::matmul_mxfp4(m.packed.data(), m.scale.data(), rows, cols, X.data(), n, want.data());
@@ -183,7 +143,7 @@ TEST(CudaKernels, Mxfp4DecodesEveryCodeAndScaleExactly) {
   SKIP_WITHOUT_GPU();
   TuningGuard guard;
   const int rows = 255 * 16, cols = 64;
-  Mx m;
+  Mxfp4 m;
   m.packed.assign(size_t(rows) * cols / 2, 0);
   m.scale.assign(size_t(rows) * cols / 32, 0);
   for (int s = 0; s < 255; s++)
@@ -218,7 +178,7 @@ TEST(CudaKernels, Mxfp4EveryTuningGivesTheSameBits) {
   TuningGuard guard;
   Rng rng(11);
   const int rows = 333, cols = 3584, n = 3;
-  const Mx m = random_mxfp4(rng, rows, cols, 100, 140);
+  const Mxfp4 m = random_mxfp4(rng, rows, cols, 100, 140);
   const std::vector<float> X = random_activations(rng, size_t(n) * cols);
   Dev<uint8_t> dp(m.packed), ds(m.scale);
   Dev<float> dx(X);
@@ -255,7 +215,7 @@ TEST(CudaKernels, GroupedMxfp4IsBitwiseOneByOne) {
   std::vector<cuda::MxTask> tasks;
   std::uniform_int_distribution<int> tokens(0, 4);
   for (int e = 0; e < ntasks; e++) {
-    const Mx m = random_mxfp4(rng, rows, cols, 115, 130);
+    const Mxfp4 m = random_mxfp4(rng, rows, cols, 115, 130);
     const int n = tokens(rng);
     P.push_back(std::make_unique<Dev<uint8_t>>(m.packed));
     S.push_back(std::make_unique<Dev<uint8_t>>(m.scale));
@@ -284,7 +244,7 @@ TEST(CudaKernels, GroupedMxfp4DecodeAsyncIsBitwiseLookup) {
   std::vector<cuda::MxTask> ta, tb;
   std::uniform_int_distribution<int> tokens(0, 5);
   for (int e = 0; e < ntasks; e++) {
-    const Mx m = random_mxfp4(rng, rows, cols, 115, 130);
+    const Mxfp4 m = random_mxfp4(rng, rows, cols, 115, 130);
     const int n = tokens(rng) == 0 ? 0 : 1;
     P.push_back(std::make_unique<Dev<uint8_t>>(m.packed));
     S.push_back(std::make_unique<Dev<uint8_t>>(m.scale));
