@@ -53,7 +53,7 @@ void AtomicFile::write(const void* p, size_t n) {
 }
 
 void AtomicFile::write_at(const void* p, uint64_t n, uint64_t offset) {
-  if (!pwrite_full(fd_, p, n, offset)) fail(temp_, std::string("write failed: ") + std::strerror(errno));
+  write_exact(fd_, p, n, offset, temp_);
 }
 
 void AtomicFile::reserve(uint64_t size) {

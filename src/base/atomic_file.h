@@ -47,7 +47,6 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
 
   const std::string& path() const { return path_; }
-  const std::string& temp_path() const { return temp_; }
   int fd() const { return fd_; }
   bool direct() const { return direct_; }
   // Bytes written by write() so far (where the next one goes).

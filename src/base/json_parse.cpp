@@ -54,8 +54,4 @@ nlohmann::json parse_json(std::string_view text, const std::string& where, int m
   return parse_checked<nlohmann::json>(text, where, max_depth);
 }
 
-nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::string& where, int max_depth) {
-  return parse_checked<nlohmann::ordered_json>(text, where, max_depth);
-}
-
 }  // namespace sluice

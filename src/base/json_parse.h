@@ -18,8 +18,6 @@ inline constexpr int kMaxJsonDepth = 64;
 
 // The parsed document, or sluice::Error naming `where`.
 nlohmann::json parse_json(std::string_view text, const std::string& where, int max_depth = kMaxJsonDepth);
-nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::string& where,
-                                          int max_depth = kMaxJsonDepth);
 
 // Nesting depth of arrays/objects in `text` exceeds max_depth (strings skipped).
 bool json_too_deep(std::string_view text, int max_depth);

@@ -91,7 +91,6 @@ TEST(Checkpoint, OpensFixtureAndIndexesExperts) {
   const ModelConfig& c = ck.config;
   EXPECT_EQ(c.hidden_size, 128);
   EXPECT_EQ(c.num_hidden_layers, 10);
-  EXPECT_FALSE(c.is_full_k3());
   EXPECT_EQ(ck.shard_paths.size(), 3u);
   ASSERT_EQ(ck.experts.size(), 10u);
   EXPECT_TRUE(ck.experts[0].empty());
@@ -127,7 +126,8 @@ TEST(Checkpoint, RecognisesFullK3Dimensions) {
   t["bos_token_id"] = 163584, t["eos_token_id"] = 163586, t["pad_token_id"] = 163839;
   doc["bos_token_id"] = 163584, doc["eos_token_id"] = 163586, doc["pad_token_id"] = 163839;
   ModelConfig c = parse_model_config(doc, "config.json");
-  EXPECT_TRUE(c.is_full_k3());
+  EXPECT_EQ(c.hidden_size, 7168);
+  EXPECT_EQ(c.num_experts, 896);
   EXPECT_EQ(c.expert_span_bytes(), 17547264u);
   EXPECT_EQ(std::count(c.layer_kind.begin(), c.layer_kind.end(), LayerKind::MLA), 24);
 }

@@ -134,13 +134,6 @@ uint64_t ModelConfig::expert_span_bytes() const {
   return 2 * (I * (L / 2) + I * (L / g)) + (L * (I / 2) + L * (I / g));
 }
 
-bool ModelConfig::is_full_k3() const {
-  return hidden_size == 7168 && num_hidden_layers == 93 && vocab_size == 163840 &&
-         num_attention_heads == 96 && kda_num_heads == 96 && kda_head_dim == 128 &&
-         num_experts == 896 && num_experts_per_token == 16 && routed_expert_hidden_size == 3584 &&
-         moe_intermediate_size == 3072 && intermediate_size == 33792 && attn_res_block_size == 12;
-}
-
 ModelConfig parse_model_config(const json& doc, const std::string& where) {
   if (!doc.is_object()) fail(where, "config must be a JSON object");
   Reader root{doc, where, ""};

@@ -74,8 +74,6 @@ struct ModelConfig {
   int shared_intermediate() const { return num_shared_experts * moe_intermediate_size; }
   // Bytes of one routed expert's six tensors (w1, w2, w3 packed + scales).
   uint64_t expert_span_bytes() const;
-  // True when the dimensions are those of the published Kimi K3.
-  bool is_full_k3() const;
 };
 
 // Parses a config.json document. `where` names the file in error messages.

@@ -150,10 +150,6 @@ void write_safetensors(const std::string& path, std::span<const TensorData> tens
   file.commit(int64_t(layout.file_size()));
 }
 
-void write_json_atomic(const std::string& path, const nlohmann::json& doc) {
-  write_file_atomic(path, doc.dump(2) + "\n");
-}
-
 nlohmann::json make_shard_index(const std::map<std::string, std::string>& weight_map, uint64_t total_size) {
   nlohmann::json doc;
   doc["metadata"]["total_size"] = total_size;

@@ -66,9 +66,7 @@ void write_safetensors(const std::string& path, std::span<const TensorData> tens
                        const SafetensorsLayout& layout, uint64_t direct_io_from = kDirectIoFrom);
 void write_safetensors(const std::string& path, std::span<const TensorData> tensors);
 
-// Writes a small JSON file atomically, indented by two spaces, newline-terminated
-// (other small files: write_file_atomic, base/atomic_file.h).
-void write_json_atomic(const std::string& path, const nlohmann::json& doc);
+// Small files: write_file_atomic (base/atomic_file.h).
 
 // {"metadata":{"total_size":N},"weight_map":{tensor: shard file}}; total_size is
 // the sum of the tensors' data bytes (the Hugging Face convention).

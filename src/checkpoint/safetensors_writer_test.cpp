@@ -248,7 +248,7 @@ TEST(SafetensorsWriter, SmallFilesAndIndex) {
 
   auto index = make_shard_index({{"t1", "model-00001-of-00002.safetensors"}, {"t2", "model-00002-of-00002.safetensors"}},
                                 1234);
-  write_json_atomic(dir / "model.safetensors.index.json", index);
+  write_file_atomic(dir / "model.safetensors.index.json", index.dump(2) + "\n");
   std::string text = read_all(dir / "model.safetensors.index.json");
   EXPECT_EQ(text.back(), '\n');
   auto back = nlohmann::json::parse(text);

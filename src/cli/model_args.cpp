@@ -74,6 +74,5 @@ ModelOptions model_options(const ModelArgs& a) {
   return o;
 }
 
-std::unique_ptr<Model> open_model_cli(const ModelArgs& a) { return open_model(a.dir, model_options(a)); }
 
 }  // namespace sluice::cli

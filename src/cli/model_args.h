@@ -35,9 +35,6 @@ void add_model_options(CLI::App& sub, ModelArgs& a);
 // side effect. An Error for --device cuda without a CUDA build or a GPU.
 ModelOptions model_options(const ModelArgs& a);
 
-// open_model(a.dir, model_options(a)).
-std::unique_ptr<Model> open_model_cli(const ModelArgs& a);
-
 // A CLI11 transform for a numeric byte-size option: reads "512M", "16G", "16GB"
 // (base/bytes.h) and hands CLI11 the number of bytes.
 CLI::Validator byte_size(const std::string& flag, bool allow_zero = false);

@@ -66,7 +66,6 @@ class Sampler {
   // which happened. Greedy: the argmax, accepted when it is the draft.
   int sample_draft(std::span<const float> logits, int draft, bool* accepted);
   bool greedy() const { return p_.temperature == 0.0f || p_.top_k == 1; }
-  const SamplingParams& params() const { return p_; }
 
  private:
   SamplingParams p_;

@@ -27,14 +27,6 @@ double log2_add(double a, double b) {
 
 }  // namespace
 
-const char* policy_name(CachePolicy p) {
-  switch (p) {
-    case CachePolicy::lru: return "lru";
-    case CachePolicy::heat: return "heat";
-  }
-  return "?";
-}
-
 ExpertCache::ExpertCache(const ExpertCacheOptions& options) : opt_(options) {
   if (opt_.slot_bytes == 0) cache_fail("slot_bytes must be positive");
   if (opt_.layers <= 0 || opt_.experts_per_layer <= 0)

@@ -40,7 +40,6 @@
 namespace sluice {
 
 enum class CachePolicy { lru, heat };
-const char* policy_name(CachePolicy p);
 
 struct ExpertCacheOptions {
   uint64_t budget_bytes = 0;
@@ -66,7 +65,6 @@ class ExpertCache {
   explicit ExpertCache(const ExpertCacheOptions& options);
 
   int slot_count() const { return int(slots_.size()); }
-  int window_target() const { return int(window_target_); }
   uint64_t slot_bytes() const { return opt_.slot_bytes; }
   const ExpertCacheOptions& options() const { return opt_; }
 

@@ -17,7 +17,11 @@ namespace {
 
 TEST(K3Config, IsTheRealK3) {
   const ModelConfig c = k3_config();
-  EXPECT_TRUE(c.is_full_k3());
+  EXPECT_EQ(c.hidden_size, 7168);
+  EXPECT_EQ(c.num_hidden_layers, 93);
+  EXPECT_EQ(c.vocab_size, 163840);
+  EXPECT_EQ(c.num_experts, 896);
+  EXPECT_EQ(c.num_experts_per_token, 16);
   int kda = 0, moe = 0;
   for (int l = 0; l < c.num_hidden_layers; l++) kda += c.is_kda_layer(l), moe += c.is_moe_layer(l);
   EXPECT_EQ(kda, 69);

@@ -236,10 +236,6 @@ size_t encode_block(const uint16_t* in, uint32_t n, std::vector<uint8_t>& out) {
   return size;
 }
 
-uint32_t block_values(const uint8_t* block, size_t size, const std::string& where) {
-  return parse(block, size, where).values;
-}
-
 bool checksum_ok(const uint8_t* block, size_t size) {
   if (size < 12) return false;
   return load32(block + 4) == block_crc(block, size);

@@ -47,10 +47,6 @@ constexpr size_t kHeaderBytes = 12 + 4 * kStreams + 128;
 // Appends the encoding of in[0..n) to `out`; returns its size in bytes.
 size_t encode_block(const uint16_t* in, uint32_t n, std::vector<uint8_t>& out);
 
-// What the header says, checked against `size` (the bytes the block occupies).
-// Throws sluice::Error ("<where>: ...") on an inconsistent header.
-uint32_t block_values(const uint8_t* block, size_t size, const std::string& where);
-
 // True when the stored crc32 matches the block's bytes.
 bool checksum_ok(const uint8_t* block, size_t size);
 

@@ -50,7 +50,6 @@ class Scheduler {
   size_t in_line() const;  // running + waiting
   size_t waiting() const;  // in line behind the running ones
   int max_waiting() const { return max_waiting_; }
-  int max_running() const { return running_; }
 
  private:
   friend class Ticket;

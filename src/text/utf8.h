@@ -29,9 +29,6 @@ size_t utf8_valid_prefix(std::string_view s);
 // s with every ill-formed sequence (including a truncated tail) replaced by U+FFFD.
 std::string utf8_lossy(std::string_view s);
 
-// Appends the UTF-8 encoding of c.
-void utf8_append(std::string& out, char32_t c);
-
 // Python's str.isspace(): the White_Space characters plus U+001C..U+001F.
 // K3's safety splitter (tokenization_kimi.py) classifies characters with it.
 bool python_isspace(char32_t c);
