@@ -1,7 +1,7 @@
 // sluice drift — what the int8 spine costs against the exact one (engine/drift.h).
 //   sluice drift --model DIR [--text-file F] [--prompts N] [--prompt-tokens N]
-//                [--tokens N] [--ctx N] [--cases DIR] [--threads N]
-// Needs DIR's int8 pack (sluice pack --spine int8). The exact side is the
+//                [--tokens N] [--ctx N] [--cases DIR] [--threads N] [--int8-pack FILE]
+// Needs DIR's int8 pack (sluice pack --spine int8), or the one --int8-pack names. The exact side is the
 // default spine (the lossless pack when present, else bf16: the same bits).
 // Prompts are cut from the text (default DIR/heldout.txt) at evenly spaced
 // places; with no text, they are random token ids (seeded) and perplexity is
@@ -28,7 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct DriftArgs {
-  std::string model, text_file, cases;
+  std::string model, text_file, cases, int8_pack;
   int prompts = 100, prompt_tokens = 16, tokens = 64, ctx = 256, threads = 0;
 };
 
@@ -68,6 +68,7 @@ int run_drift(const DriftArgs& a) {
   mo.all_logits = true;
   ModelOptions m8 = mo;
   m8.spine = "int8";
+  m8.spine_pack = a.int8_pack;
   auto lossy = open_model(a.model, m8);  // first: a missing int8 pack fails before any work
   auto exact = open_model(a.model, mo);
   const int V = exact->config().vocab_size;
@@ -123,6 +124,7 @@ Command reg("drift", "Measure what the int8 spine costs against the exact one (p
               sub.add_option("--ctx", a->ctx, "Perplexity window (default 256)")->check(CLI::Range(2, 1 << 16));
               sub.add_option("--cases", a->cases, "Folder of fixture cases (*.json with tokens) for max |dlogit|");
               sub.add_option("-t,--threads", a->threads, "Kernel threads (default: every CPU)")->check(CLI::Range(1, 1024));
+              sub.add_option("--int8-pack", a->int8_pack, "The int8 pack, when not DIR/spine.int8.pack (sluice pack --out)");
               *action = [a] { return run_drift(*a); };
             });
 

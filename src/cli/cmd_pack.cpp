@@ -2,16 +2,10 @@
 //   sluice pack --model DIR --spine lossless|int8 [--out FILE]
 // Progress on stderr; the pack itself is written atomically (pack/pack.h).
 // Packing again when a matching pack is there does nothing.
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdio>
 #include <string>
 
-#include "base/error.h"
-#include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
-#include "pack/pack.h"
+#include "cli/pack_spine.h"
 
 namespace sluice::cli {
 namespace {
@@ -20,31 +14,7 @@ struct PackArgs {
   std::string model, spine = "lossless", out;
 };
 
-int run_pack(const PackArgs& a) {
-  const Checkpoint ck = open_checkpoint(a.model);
-  PackOptions o;
-  o.format = parse_spine_format(a.spine);
-  o.out = a.out;
-  const bool tty = ::isatty(2);
-  const auto t0 = std::chrono::steady_clock::now();
-  int shown = -1;  // percent last printed: every 1% on a terminal, every 10% otherwise
-  o.progress = [&](uint64_t done, uint64_t total) {
-    const int pct = total ? int(100 * done / total) : 100;
-    if (pct < 100 && shown >= 0 && pct - shown < (tty ? 1 : 10)) return;
-    shown = pct;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "%spack: %.2f / %.2f GB of spine (%.0f%%), %.0f MB/s%s", tty ? "\r" : "", double(done) / 1e9,
-                 double(total) / 1e9, total ? 100.0 * double(done) / double(total) : 100.0,
-                 s > 0 ? double(done) / s / 1e6 : 0.0, tty ? "" : "\n");
-  };
-  const PackResult r = write_pack(ck, o);
-  if (tty && !r.up_to_date) std::fprintf(stderr, "\n");
-  std::printf("%s %s: %.3f GB of bf16 spine in %.3f GB %s(ratio %.4f)\n", r.up_to_date ? "up to date" : "wrote",
-              r.path.c_str(), double(r.source_bytes) / 1e9, double(r.packed_bytes) / 1e9,
-              o.format == SpineFormat::int8 ? "of int8, lossy " : "",
-              r.source_bytes ? double(r.packed_bytes) / double(r.source_bytes) : 0.0);
-  return 0;
-}
+int run_pack(const PackArgs& a) { return pack_spine(a.model, a.spine, a.out); }
 
 Command reg("pack", "Write a compressed copy of the spine (lossless: bit-exact; int8: lossy) beside the checkpoint",
             [](CLI::App& sub, Action* action) {

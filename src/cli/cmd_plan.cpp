@@ -2,7 +2,7 @@
 // what a decode step would read and compute, and the seconds per token that
 // follow from this machine's kernels and the given disk.
 //   sluice plan --model DIR | --preset k3  [--ram 64G] [--disk-gbps 7]
-//               [--spine bf16|lossless|int8] [--cores N] [--hit-rate H]
+//               [--spine bf16|lossless|int8] [--spine-pack FILE] [--cores N] [--hit-rate H]
 // The plan is plan_memory()'s (k3/model.h), the one open_model() follows; for
 // --preset k3 it runs on K3's shipped config (k3/k3_config.h) with no weights.
 //
@@ -28,6 +28,7 @@
 #include "k3/k3_config.h"
 #include "k3/model.h"
 #include "kernels/rate_probe.h"
+#include "pack/int8.h"
 #include "pack/pack.h"
 
 namespace sluice::cli {
@@ -39,7 +40,7 @@ namespace {
 constexpr double kLosslessRatio = 0.665;
 
 struct PlanArgs {
-  std::string model, preset, ram, spine, reserve;
+  std::string model, preset, ram, spine, spine_pack, reserve;
   double disk_gbps = 7, hit_rate = 0, lossless_ratio = kLosslessRatio, probe_seconds = 0.6;
   int max_context = 4096, cores = 0, chunk_tokens = 256;
 };
@@ -48,8 +49,6 @@ double gb(double b) { return b / 1e9; }
 
 int run_plan(const PlanArgs& a) {
   if (a.model.empty() == a.preset.empty()) fail("plan", "give either --model DIR or --preset k3");
-  if (!a.spine.empty() && parse_spine_format(a.spine) == SpineFormat::int8)
-    fail("plan", "--spine int8: int8 pack sizes are not available yet (the int8 spine is not merged)");
   const Checkpoint ck = a.preset.empty() ? open_checkpoint(a.model) : layout_checkpoint(k3_config(), "Kimi K3");
   ModelOptions o;
   o.ram_budget = a.ram.empty() ? 0 : parse_byte_size(a.ram, "--ram");
@@ -58,17 +57,27 @@ int run_plan(const PlanArgs& a) {
   o.whole_process = true;  // as `run` plans: the budget holds the whole process
   o.chunk_tokens = a.chunk_tokens;
   if (!a.reserve.empty()) o.extra_bytes = parse_byte_size(a.reserve, "--reserve");
-  // The spine as the engine would bind it: the checkpoint's lossless pack when
-  // there (and not --spine bf16); a modelled one (every block lossless_ratio
-  // of its bf16 bytes) when lossless is asked for and there is no pack.
-  std::shared_ptr<const Pack> pack = layout_only(ck) ? nullptr : open_spine_pack(ck, a.spine == "lossless" ? "" : a.spine);
-  std::string spine_what = pack ? "lossless pack " + pack->path : "bf16";
-  if (!pack && a.spine == "lossless") {
+  // The spine as the engine would bind it: the checkpoint's pack when there
+  // (lossless by default, int8 when asked; not with --spine bf16); a modelled
+  // one when lossless or int8 is asked for and there is no pack (lossless:
+  // every block lossless_ratio of its bf16 bytes; int8: its exact row bytes).
+  const bool modelled_ok = a.spine == "lossless" || a.spine == "int8";
+  std::shared_ptr<const Pack> pack;
+  if (!layout_only(ck)) {
+    const bool there = a.spine_pack.empty() ? pack_exists(ck, a.spine) : true;
+    if (there || !modelled_ok) pack = open_spine_pack(ck, a.spine, a.spine_pack);
+  }
+  std::string spine_what = pack ? std::string(spine_format_name(pack->format)) + " pack " + pack->path : "bf16";
+  if (!pack && modelled_ok) {
     const Spine bf16(ck, o.spine_chunk_bytes);
-    pack = std::make_shared<const Pack>(modelled_pack(bf16.matrix_sources(), a.lossless_ratio));
-    char what[160];
-    std::snprintf(what, sizeof what, "lossless, modelled at %.3f of bf16 (%s)", a.lossless_ratio,
-                  a.lossless_ratio == kLosslessRatio ? "measured on nanoK3's trained spine" : "--lossless-ratio");
+    const SpineFormat f = parse_spine_format(a.spine);
+    pack = std::make_shared<const Pack>(modelled_pack(bf16.matrix_sources(), f, a.lossless_ratio));
+    char what[200];
+    if (f == SpineFormat::int8)
+      std::snprintf(what, sizeof what, "int8, modelled (int8 rows and group-of-%d scales, no pack here)", kInt8Group);
+    else
+      std::snprintf(what, sizeof what, "lossless, modelled at %.3f of bf16 (%s)", a.lossless_ratio,
+                    a.lossless_ratio == kLosslessRatio ? "measured on nanoK3's trained spine" : "--lossless-ratio");
     spine_what = what;
   }
   Spine spine(ck, o.spine_chunk_bytes, pack);
@@ -76,14 +85,14 @@ int run_plan(const PlanArgs& a) {
   const ModelConfig& c = ck.config;
 
   // What one decode step reads, by class, and pushes through each kernel.
-  double layers_read = 0, head_read = 0, spine_full_read = 0, bf16_bytes = 0, decoded = 0;
+  double layers_read = 0, head_read = 0, spine_full_read = 0, bf16_bytes = 0, int8_bytes = 0, decoded = 0;
   for (int i = 0; i < spine.piece_count(); i++) {
     const double read = double(spine.piece_read_bytes(i)), raw = double(spine.piece_bytes(i));
     spine_full_read += read;
-    bf16_bytes += raw;
+    (spine.piece_is_int8(i) ? int8_bytes : bf16_bytes) += raw;
     if (p.resident_pieces[size_t(i)]) continue;
     (spine.piece_is_head(i) ? head_read : layers_read) += read;
-    if (spine.pack()) decoded += raw;
+    if (spine.piece_is_decoded(i)) decoded += raw;
   }
   int moe = 0;
   for (int l = 0; l < c.num_hidden_layers; l++) moe += c.is_moe_layer(l) && c.num_experts > 0;
@@ -99,9 +108,10 @@ int run_plan(const PlanArgs& a) {
   const int cores = a.cores > 0 ? a.cores : r.threads;
   const double scale = a.cores > 0 ? double(a.cores) : 1.0;  // per-core rates times N cores
   const double bf16_s = bf16_bytes / (r.bf16_gbps * scale * 1e9);
+  const double int8_s = int8_bytes / (r.int8_gbps * scale * 1e9);
   const double mxfp4_s = touched * double(c.expert_span_bytes()) / (r.mxfp4_gbps * scale * 1e9);
   const double decode_s = decoded / (r.decode_gbps * scale * 1e9);
-  const double compute_floor = bf16_s + mxfp4_s + decode_s;
+  const double compute_floor = bf16_s + int8_s + mxfp4_s + decode_s;
   const double projected = std::max(io_floor, compute_floor);
 
   const double all_experts = double(moe) * c.num_experts;
@@ -126,13 +136,15 @@ int run_plan(const PlanArgs& a) {
               gb(layers_read), gb(head_read), gb(expert_read), touched * (1.0 - a.hit_rate), touched, a.hit_rate,
               gb(embed));
   std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", io_floor, gb(io_bytes), a.disk_gbps);
-  std::printf("kernels      %s %d core%s: bf16 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, lossless decode %.2f GB/s\n",
+  std::printf("kernels      %s %d core%s: bf16 matvec %.2f GB/s, int8 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, "
+              "lossless decode %.2f GB/s\n",
               a.cores > 0 ? "one core's rates measured here (its CPU time), times" : "measured here now (wall time) on",
               cores, cores == 1 ? "" : "s",
-              r.bf16_gbps * scale, r.mxfp4_gbps * scale, r.decode_gbps * scale);
-  std::printf("compute floor %.3f s per token: bf16 %.3f GB (%.3f s), experts %.3f GB (%.3f s), decode %.3f GB (%.3f s)\n",
-              compute_floor, gb(bf16_bytes), bf16_s, gb(touched * double(c.expert_span_bytes())), mxfp4_s,
-              gb(decoded), decode_s);
+              r.bf16_gbps * scale, r.int8_gbps * scale, r.mxfp4_gbps * scale, r.decode_gbps * scale);
+  std::printf("compute floor %.3f s per token: bf16 %.3f GB (%.3f s), int8 %.3f GB (%.3f s), experts %.3f GB (%.3f s), "
+              "decode %.3f GB (%.3f s)\n",
+              compute_floor, gb(bf16_bytes), bf16_s, gb(int8_bytes), int8_s, gb(touched * double(c.expert_span_bytes())),
+              mxfp4_s, gb(decoded), decode_s);
   std::printf(projected >= 0.1 ? "projected    %.3f s/token (%s: reads and compute overlap, the larger floor sets the pace)\n"
                                 : "projected    %.6f s/token (%s: reads and compute overlap, the larger floor sets the pace)\n",
               projected, io_floor >= compute_floor ? "I/O-bound" : "compute-bound");
@@ -162,6 +174,7 @@ Command reg("plan", "What the engine would keep resident, read and compute per t
               sub.add_option("--probe-seconds", a->probe_seconds, "Time spent measuring the kernels")
                   ->check(CLI::Range(0.01, 60.0));
               add_spine_option(sub, a->spine);
+              add_spine_pack_option(sub, a->spine_pack);
               *action = [a] { return run_plan(*a); };
             });
 

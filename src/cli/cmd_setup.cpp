@@ -2,6 +2,9 @@
 //   sluice setup --repo ORG/NAME [--revision REV] [--hub URL] --dest DIR --full|--stream
 //                [--max-cache-bytes N] [--jobs N] [--connections N] [--skip-space-check]
 //                [--retries N] [--stall-timeout S] [--backoff-ms MS] [--include GLOB] [--exclude GLOB]
+//                [--pack lossless|int8]
+// --pack writes the spine pack (pack/pack.h) once the shards' spine has landed,
+// as `sluice pack` would: a stream install has every spine byte on disk.
 // Progress goes to stderr: one redrawn line on a terminal, a plain line every
 // few seconds otherwise; the rate (and so the ETA) is over the last 10 seconds;
 // each retry is reported. The hub is --hub, else $HF_ENDPOINT; the token
@@ -18,12 +21,13 @@
 #include "cli/commands.h"
 #include "hub/hf_env.h"
 #include "hub/http_setup.h"
+#include "cli/pack_spine.h"
 
 namespace sluice::cli {
 namespace {
 
 struct SetupArgs {
-  std::string repo, revision = "main", hub, dest, max_cache = "0";
+  std::string repo, revision = "main", hub, dest, max_cache = "0", pack;
   std::vector<std::string> include, exclude;
   bool full = false, stream = false, skip_space_check = false;
   int jobs = 4, connections = 8, retries = 6, stall_timeout = 30, backoff_ms = 250;
@@ -99,6 +103,7 @@ int run_setup_cmd(const SetupArgs& a) {
     std::printf("sluice setup: %s of experts stay on the server, fetched on first use into %s/.span-cache%s\n",
                 human_bytes(double(r.remote_expert_bytes)).c_str(), a.dest.c_str(),
                 o.max_cache_bytes ? (" (bounded to " + human_bytes(double(o.max_cache_bytes)) + ")").c_str() : "");
+  if (!a.pack.empty()) return pack_spine(a.dest, a.pack, "");
   return 0;
 }
 
@@ -125,6 +130,8 @@ Command reg("setup", "Download a checkpoint in full, or set it up to stream expe
                   ->check(CLI::Range(1, 3600));
               sub.add_option("--backoff-ms", a->backoff_ms, "First retry delay; doubles per failure")
                   ->check(CLI::Range(0, 60000));
+              sub.add_option("--pack", a->pack, "Then pack the spine: lossless (exact) or int8 (lossy), as `sluice pack`")
+                  ->check(CLI::IsMember({"lossless", "int8"}));
               *action = [a] { return run_setup_cmd(*a); };
             });
 

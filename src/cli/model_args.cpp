@@ -19,6 +19,7 @@ void add_model_options(CLI::App& sub, ModelArgs& a) {
       ->check(CLI::Range(1, 1 << 24));
   sub.add_option("-t,--threads", a.threads, "Kernel threads (default: every CPU)")->check(CLI::Range(1, 1024));
   add_spine_option(sub, a.spine);
+  add_spine_pack_option(sub, a.spine_pack);
   sub.add_option("--device", a.device,
                  "Where the arithmetic runs: cpu, cuda, or auto (the GPU when this build has CUDA and one is usable)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
@@ -58,6 +59,7 @@ ModelOptions model_options(const ModelArgs& a) {
   if (!a.ram_budget.empty()) o.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   if (a.ctx_size > 0) o.max_context = a.ctx_size;
   o.spine = a.spine;
+  o.spine_pack = a.spine_pack;
   o.miss_filler = stream_miss_filler(a.dir);  // experts over HTTP for a stream install
   if (a.threads > 0) kernels::set_num_threads(a.threads);
   o.backend = &device_backend(a.device);

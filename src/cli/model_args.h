@@ -6,6 +6,7 @@
 //   -c, --ctx-size N     the context the memory plan reserves sequence state for
 //   -t, --threads N      kernel thread pool size (default: every CPU this process may use)
 //   --spine bf16|lossless|int8   which copy of the spine to read (cli/spine_option.h)
+//   --spine-pack FILE            that copy's pack, when it is not beside the shards
 //   --device cpu|cuda|auto       where the arithmetic runs (kernels/device.h; default auto:
 //                                the GPU when the build has CUDA and one is usable)
 // A command adds them with one call, add_model_options(sub, args).
@@ -22,6 +23,7 @@ namespace sluice::cli {
 struct ModelArgs {
   std::string dir, ram_budget;
   std::string spine;  // --spine: bf16|lossless|int8, empty: the exact default
+  std::string spine_pack;  // --spine-pack: the pack file, empty: DIR/spine.<format>.pack
   std::string device = "auto";  // --device: cpu|cuda|auto
   int ctx_size = 0;  // 0: ModelOptions' default
   int threads = 0;   // 0: every CPU

@@ -156,14 +156,30 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
   return p;
 }
 
-std::shared_ptr<const Pack> open_spine_pack(const Checkpoint& ck, const std::string& spine) {
+bool pack_exists(const Checkpoint& ck, const std::string& spine) {
   const SpineFormat f = spine.empty() ? SpineFormat::lossless : parse_spine_format(spine);
-  if (f == SpineFormat::bf16) return nullptr;
-  const std::string path = pack_path(ck.dir, f);
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (spine.empty()) return nullptr;
-    fail(path, std::string("no ") + spine + " pack here; run `sluice pack --model " + ck.dir + " --spine " + spine + "`");
+  return f != SpineFormat::bf16 && ::stat(pack_path(ck.dir, f).c_str(), &st) == 0;
+}
+
+std::shared_ptr<const Pack> open_spine_pack(const Checkpoint& ck, const std::string& spine, const std::string& pack_file) {
+  const SpineFormat f = spine.empty() ? SpineFormat::lossless : parse_spine_format(spine);
+  if (f == SpineFormat::bf16) {
+    if (!pack_file.empty()) fail(pack_file, "--spine bf16 reads the shards; a --spine-pack is for lossless or int8");
+    return nullptr;
+  }
+  std::string path = pack_file;
+  if (path.empty()) {
+    path = pack_path(ck.dir, f);
+    if (!pack_exists(ck, spine.empty() ? "lossless" : spine)) {
+      if (spine.empty()) return nullptr;
+      fail(path, std::string("no ") + spine + " pack here; run `sluice pack --model " + ck.dir + " --spine " + spine + "`");
+    }
+  } else {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0)
+      fail(path, std::string("no such pack; run `sluice pack --model ") + ck.dir + " --spine " + spine_format_name(f) +
+                     " --out " + path + "`");
   }
   auto pack = std::make_shared<const Pack>(open_pack(path, ck));
   if (pack->format != f) fail(path, std::string("holds a ") + spine_format_name(pack->format) + " spine, not " + spine_format_name(f));
@@ -175,7 +191,7 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   m->ck = open_checkpoint(dir);
   m->globals = load_global_weights(m->ck);
   m->backend = opt.backend ? opt.backend : &cpu_backend();
-  m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine), m->backend);
+  m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine, opt.spine_pack), m->backend);
   m->plan = plan_memory(m->ck, *m->spine, opt);
   if (opt.on_plan) opt.on_plan(m->plan);
   SpanReaderOptions io;

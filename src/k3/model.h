@@ -48,6 +48,10 @@ struct ModelOptions {
   // pack beside them, bit-identical), "int8"; empty: lossless when its pack
   // is there, else bf16. Asking for a pack that is not there is an error.
   std::string spine;
+  // The pack file to read instead of DIR/spine.<format>.pack (a checkpoint
+  // folder that cannot be written to): it must hold the format `spine` names
+  // (lossless when empty) and be bound to this checkpoint, like any pack.
+  std::string spine_pack;
   // whole_process: the whole process lives within ram_budget (the CLI's
   // contract). The plan first sets aside the process's resident memory when it
   // is made (code, libraries, heap: its baseline), the forward pass's working
@@ -137,8 +141,12 @@ uint64_t working_bytes(const ModelConfig& c, int T, bool all_logits);
 // the minimum if the budget is below it.
 MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOptions& opt);
 
-// The pack ModelOptions::spine asks for (nullptr: read the bf16 shards).
-std::shared_ptr<const Pack> open_spine_pack(const Checkpoint& ck, const std::string& spine);
+// The pack ModelOptions::spine asks for (nullptr: read the bf16 shards), at
+// `pack_file` when given (ModelOptions::spine_pack), else beside the shards.
+std::shared_ptr<const Pack> open_spine_pack(const Checkpoint& ck, const std::string& spine,
+                                            const std::string& pack_file = "");
+// Whether the pack `spine` names (lossless when empty) is beside ck's shards.
+bool pack_exists(const Checkpoint& ck, const std::string& spine);
 
 // Opens DIR: checkpoint, memory plan, spine (resident or streamed), expert source.
 std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt = {});

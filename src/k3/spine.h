@@ -66,6 +66,9 @@ class Spine {
   uint64_t piece_bytes(int i) const;  // RAM it takes (aligned superset)
   uint64_t piece_read_bytes(int i) const;  // bytes a read of it takes from disk (packed, when from a pack)
   bool piece_is_head(int i) const { return pieces_[size_t(i)].head; }
+  // Held as int8 rows (an int8 pack's), or decoded from lossless blocks when read.
+  bool piece_is_int8(int i) const { return pieces_[size_t(i)].int8; }
+  bool piece_is_decoded(int i) const { return pieces_[size_t(i)].packed && !pieces_[size_t(i)].int8; }
   // Every matrix in pass order, where its bf16 bytes lie (what a pack would hold).
   std::vector<PackSource> matrix_sources() const;
   // RAM that is resident whatever the plan: vectors, routers (and the decode buffer of a pack).

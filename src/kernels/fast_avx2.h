@@ -16,6 +16,8 @@ void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int col
                   const float* X, int n, float* Y);
 
 void matvec_int8(const uint8_t* W, int rows, int cols, const float* x, float* y);
+// ref::quantize_int16_groups, bit for bit; xq has room for round_up(cols, 128) values.
+void quantize_int16_groups(const float* x, int cols, int16_t* xq, float* xscale);
 void matmul_int8(const uint8_t* W, int rows, int cols, const float* X, int n, float* Y);
 
 }  // namespace sluice::fast::avx2

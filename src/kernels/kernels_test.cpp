@@ -15,6 +15,7 @@
 
 #include "base/numeric.h"
 #include "kernels/fast.h"
+#include "kernels/fast_avx2.h"
 #include "kernels/kernel_test_util.h"
 #include "kernels/ref.h"
 #include "kernels/threads.h"
@@ -237,21 +238,80 @@ TEST(FastKernels, Int8RandomShapesAndThreads) {
   check_int8(rng, 100, 2047, 34);
 }
 
+// The product is Σ w·x up to the weights' codes (exact here) and x's int16
+// rounding: at most half a step, xscale/2, per column.
 TEST(RefKernels, Int8MatvecIsGroupSumsTimesScales) {
   Rng rng(13);
   const int rows = 5, cols = 300;
   auto W = random_int8(rng, rows, cols);
   auto x = random_activations(rng, cols);
-  std::vector<float> y(rows), w(cols);
+  std::vector<float> y(rows), w(cols), xs(size_t(ref::int8_groups(cols)));
+  std::vector<int16_t> xq(static_cast<size_t>(cols));
+  ref::quantize_int16_groups(x.data(), cols, xq.data(), xs.data());
   ref::matvec_int8(W.data(), rows, cols, x.data(), y.data());
   for (int r = 0; r < rows; r++) {
     ref::dequant_int8_row(W.data(), cols, r, w.data());
-    double want = 0, abs = 0;
+    double want = 0, abs = 0, rounding = 0;
     for (int c = 0; c < cols; c++) {
       want += double(w[size_t(c)]) * x[size_t(c)];
       abs += std::fabs(double(w[size_t(c)]) * x[size_t(c)]);
+      rounding += std::fabs(double(w[size_t(c)])) * 0.5 * xs[size_t(c / ref::kInt8Group)];
     }
-    EXPECT_NEAR(y[size_t(r)], want, 1e-5 * abs + 1e-30) << r;
+    EXPECT_NEAR(y[size_t(r)], want, rounding + 1e-5 * abs + 1e-30) << r;
+  }
+}
+
+// int16 activations: within half a step of x, the largest |x| of a group at
+// ±32767, all-zero / tiny / non-finite groups as documented; and the AVX2
+// quantizer gives the same bits.
+TEST(RefKernels, Int16ActivationGroups) {
+  Rng rng(14);
+  for (int cols : {1, 17, 127, 128, 129, 300, 1000}) {
+    auto x = random_activations(rng, size_t(cols));
+    if (cols >= 300) {
+      std::fill(x.begin() + 128, x.begin() + 256, 0.0f);   // group 1: zeros
+      x[200] = 1e-30f;                                     // ... below 2^-96
+      x[260] = std::numeric_limits<float>::infinity();     // group 2: not finite
+    }
+    const int groups = ref::int8_groups(cols);
+    std::vector<int16_t> q(size_t(ref::int8_groups(cols) * ref::kInt8Group), 7), fq(q.size(), 9);
+    std::vector<float> s(static_cast<size_t>(groups)), fs(static_cast<size_t>(groups));
+    ref::quantize_int16_groups(x.data(), cols, q.data(), s.data());
+    for (int g = 0; g < groups; g++) {
+      const int c0 = g * ref::kInt8Group, c1 = std::min(cols, c0 + ref::kInt8Group);
+      float m = 0;
+      for (int c = c0; c < c1; c++) m = std::max(m, std::fabs(x[size_t(c)]));
+      if (cols >= 300 && g == 1) {
+        EXPECT_EQ(s[1], 0.0f);
+      }
+      if (cols >= 300 && g == 2) {
+        EXPECT_TRUE(std::isnan(s[2]));
+      }
+      int peak = 0;
+      for (int c = c0; c < c1; c++) {
+        peak = std::max(peak, std::abs(int(q[size_t(c)])));
+        if (std::isfinite(s[size_t(g)])) {
+          EXPECT_LE(std::fabs(double(q[size_t(c)]) * s[size_t(g)] - x[size_t(c)]), 0.5001 * s[size_t(g)] + double(ref::kInt16Tiny))
+              << cols << " " << c;
+        } else {
+          EXPECT_EQ(q[size_t(c)], 0);
+        }
+      }
+      if (std::isfinite(s[size_t(g)]) && s[size_t(g)] > 0) {
+        EXPECT_EQ(peak, 32767) << cols << " " << g;
+      }
+      if (m == 0) {
+        EXPECT_EQ(s[size_t(g)], 0.0f);
+      }
+    }
+#if defined(__x86_64__)
+    if (fast::best_isa() == fast::Isa::avx2) {
+      fast::avx2::quantize_int16_groups(x.data(), cols, fq.data(), fs.data());
+      EXPECT_EQ(std::memcmp(fs.data(), s.data(), fs.size() * 4), 0) << cols;
+      EXPECT_TRUE(std::equal(q.begin(), q.begin() + cols, fq.begin())) << cols;
+      for (size_t c = size_t(cols); c < fq.size(); c++) EXPECT_EQ(fq[c], 0) << c;  // padding: zeros
+    }
+#endif
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "kernels/bf16_codec.h"
 #include "kernels/fast.h"
+#include "kernels/ref.h"
 #include "kernels/threads.h"
 
 namespace sluice::kernels {
@@ -64,7 +65,7 @@ KernelRates measure_kernel_rates(int threads, double seconds) {
   const bool cpu = num_threads() == 1;  // one thread: its own CPU time, whatever else runs
   KernelRates r;
   r.threads = num_threads();
-  const double each = std::max(seconds, 0.03) / 3;
+  const double each = std::max(seconds, 0.04) / 4;
   constexpr uint32_t kBlock = 1u << 16;
   const int blocks = 64;
   const std::vector<uint16_t> gauss = gaussian_bf16(size_t(kBlock) * blocks);
@@ -77,6 +78,16 @@ KernelRates measure_kernel_rates(int threads, double seconds) {
       std::memcpy(w.data() + at, gauss.data(), std::min(gauss.size(), w.size() - at) * 2);
     std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
     r.bf16_gbps = rate(double(w.size()) * 2, each, cpu, [&] { fast::matvec_bf16(w.data(), rows, cols, x.data(), y.data()); }) / 1e9;
+  }
+  // int8: the same shape as the bf16 matrix (half its bytes); every code and
+  // scale value alike costs the kernel the same, so they are arbitrary.
+  {
+    const int rows = 4680, cols = 7168;
+    std::vector<uint8_t> w(size_t(rows) * ref::int8_row_bytes(cols));
+    std::mt19937 rng(8);
+    for (uint8_t& b : w) b = uint8_t(rng() % 64);  // scales: small positive floats
+    std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
+    r.int8_gbps = rate(double(w.size()), each, cpu, [&] { fast::matvec_int8(w.data(), rows, cols, x.data(), y.data()); }) / 1e9;
   }
   // MXFP4: four experts' w1 at K3's shape (3072 x 3584 each), 23 MB with scales.
   {

@@ -1,9 +1,9 @@
 // kernels/rate_probe.h — how fast this machine's kernels run, measured in a
 // short probe: the compute floor of a decode step (`sluice plan`).
 //
-// A decode step multiplies every spine matrix (bf16) and every routed expert
-// it touches (MXFP4) by one vector, and decodes the lossless pieces it
-// streams. Each rate is bytes of weights per second of wall time through the
+// A decode step multiplies every spine matrix (bf16, or int8 with an int8
+// pack) and every routed expert it touches (MXFP4) by one vector, and decodes
+// the lossless pieces it streams. Each rate is bytes of weights per second of wall time through the
 // fast kernels on the kernel pool, with matrices larger than the caches (the
 // weights come from RAM, as in a step).
 #pragma once
@@ -15,6 +15,7 @@ struct KernelRates {
   double bf16_gbps = 0;      // bf16 weight bytes through fast::matvec_bf16
   double mxfp4_gbps = 0;     // MXFP4 codes + scales through fast::matvec_mxfp4
   double decode_gbps = 0;    // lossless blocks decoded: bf16 output bytes (codec::decode, blocks on the pool)
+  double int8_gbps = 0;      // int8 rows (codes + group scales) through fast::matvec_int8
 };
 
 // Measures with `threads` kernel threads (<= 0: the pool's current size), for

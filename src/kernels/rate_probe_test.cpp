@@ -13,15 +13,15 @@ namespace {
 
 TEST(RateProbe, MeasuresEveryKernelAndRestoresThePool) {
   const int before = num_threads();
-  const KernelRates one = measure_kernel_rates(1, 0.03);
+  const KernelRates one = measure_kernel_rates(1, 0.04);
   EXPECT_EQ(one.threads, 1);
   EXPECT_EQ(num_threads(), before);
-  for (double r : {one.bf16_gbps, one.mxfp4_gbps, one.decode_gbps}) {
+  for (double r : {one.bf16_gbps, one.mxfp4_gbps, one.decode_gbps, one.int8_gbps}) {
     EXPECT_TRUE(std::isfinite(r));
     EXPECT_GT(r, 0.01);   // even a slow core moves tens of MB/s
     EXPECT_LT(r, 1000.0);  // and no core moves a TB/s: the timing is real
   }
-  EXPECT_EQ(measure_kernel_rates(0, 0.03).threads, before);
+  EXPECT_EQ(measure_kernel_rates(0, 0.04).threads, before);
 }
 
 }  // namespace

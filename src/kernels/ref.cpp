@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "base/numeric.h"
 
@@ -60,17 +62,41 @@ float int8_scale(const uint8_t* row, int g) {
 }
 }  // namespace
 
+void quantize_int16_groups(const float* x, int cols, int16_t* xq, float* xscale) {
+  for (int g = 0; g < int8_groups(cols); g++) {
+    const int c0 = g * kInt8Group, c1 = std::min(cols, c0 + kInt8Group);
+    float m = 0.0f;
+    bool finite = true;
+    for (int c = c0; c < c1; c++) {
+      const float a = std::fabs(x[c]);
+      finite = finite && a <= std::numeric_limits<float>::max();
+      m = std::max(m, a);
+    }
+    if (!finite || m < kInt16Tiny) {
+      std::fill(xq + c0, xq + c1, int16_t(0));
+      xscale[g] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    xscale[g] = m / kInt16Max;
+    const float inv = kInt16Max / m;
+    for (int c = c0; c < c1; c++) xq[c] = int16_t(std::nearbyint(x[c] * inv));
+  }
+}
+
 void matvec_int8(const uint8_t* W, int rows, int cols, const float* x, float* y) {
   const int groups = int8_groups(cols);
+  std::vector<int16_t> xq(static_cast<size_t>(cols));
+  std::vector<float> xs(static_cast<size_t>(groups));
+  quantize_int16_groups(x, cols, xq.data(), xs.data());
   for (int r = 0; r < rows; r++) {
     const uint8_t* row = W + uint64_t(r) * int8_row_bytes(cols);
     const int8_t* q = reinterpret_cast<const int8_t*>(row + 4 * size_t(groups));
     float acc = 0.0f;
     for (int g = 0; g < groups; g++) {
       const int c0 = g * kInt8Group, c1 = std::min(cols, c0 + kInt8Group);
-      float part = 0.0f;
-      for (int c = c0; c < c1; c++) part += float(q[c]) * x[c];
-      acc += part * int8_scale(row, g);
+      int32_t part = 0;  // |q·xq| <= 128 · 32767: 128 of them fit in 32 bits
+      for (int c = c0; c < c1; c++) part += int32_t(q[c]) * int32_t(xq[size_t(c)]);
+      acc += float(part) * (int8_scale(row, g) * xs[size_t(g)]);
     }
     y[r] = acc;
   }

@@ -99,9 +99,11 @@ std::string pack_path(const std::string& dir, SpineFormat format) {
 
 int64_t pack_rows_per_block(int64_t cols) { return std::max<int64_t>(1, int64_t(kTargetBlockValues) / cols); }
 
-Pack modelled_pack(const std::vector<PackSource>& matrices, double ratio) {
+Pack modelled_pack(const std::vector<PackSource>& matrices, SpineFormat format, double ratio) {
+  if (format == SpineFormat::bf16) fail("modelled pack", "bf16 is the shards, not a pack");
   Pack p;
   p.path = "(modelled pack)";
+  p.format = format;
   for (const PackSource& m : matrices) {
     PackedTensor t;
     t.rows = m.rows;
@@ -113,7 +115,9 @@ Pack modelled_pack(const std::vector<PackSource>& matrices, double ratio) {
     t.data_at = kDataStart + p.packed_bytes;
     t.index.push_back(0);
     for (int64_t b = 0; b * t.rows_per_block < t.rows; b++)
-      t.index.push_back(t.index.back() + uint64_t(std::ceil(double(t.block_rows(b) * t.cols * 2) * ratio)));
+      t.index.push_back(t.index.back() + (format == SpineFormat::int8
+                                              ? int8_matrix_bytes64(t.block_rows(b), t.cols)
+                                              : uint64_t(std::ceil(double(t.block_rows(b) * t.cols * 2) * ratio))));
     p.packed_bytes += t.index.back();
     p.source_bytes += t.nbytes;
     p.tensors.push_back(std::move(t));

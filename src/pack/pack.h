@@ -70,14 +70,15 @@ struct Pack {
 // Rows per codec block for a matrix with `cols` columns (blocks of about 64K values).
 int64_t pack_rows_per_block(int64_t cols);
 
-// A pack as write_pack would lay out these bf16 matrices, each block taking
-// `ratio` of its bf16 bytes: the sizes `sluice plan` needs for a checkpoint it
-// has no weights of (`sluice plan --preset k3`). It has no file.
+// A pack as write_pack would lay out these bf16 matrices: lossless, each block
+// taking `ratio` of its bf16 bytes; int8, each block its exact int8 rows
+// (`ratio` unused). The sizes `sluice plan` needs for a checkpoint it has no
+// weights or no pack of (`sluice plan --preset k3`). It has no file.
 struct PackSource {
   FileSpan span;  // the matrix's bf16 bytes
   int64_t rows = 0, cols = 0;
 };
-Pack modelled_pack(const std::vector<PackSource>& matrices, double ratio);
+Pack modelled_pack(const std::vector<PackSource>& matrices, SpineFormat format, double ratio);
 
 // Opens the pack at `path` and checks it belongs to `ck` (shard names and
 // sizes, every tensor's place, shape and dtype). Errors name the pack file.

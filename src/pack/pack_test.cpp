@@ -131,5 +131,52 @@ TEST(Pack, CorruptAndTruncatedPacksFailNamingTheFile) {
   pack_test::check_damage_is_caught(pack_test::TempModel("pack-test-corrupt"), {}, "");
 }
 
+// A checkpoint folder that cannot hold its pack (read-only, shared): the pack
+// lives elsewhere (pack --out) and ModelOptions::spine_pack points at it, with
+// the same binding checks and the same logits bits.
+TEST(Pack, PackKeptElsewhereIsFoundByPathAndStillBound) {
+  TempModel t("pack-test-elsewhere");
+  const fs::path away = t.dir.parent_path() / "pack-test-elsewhere.lossless.pack";
+  fs::remove(away);
+  const Checkpoint ck = open_checkpoint(t.dir.string());
+  PackOptions po;
+  po.out = away.string();
+  EXPECT_EQ(write_pack(ck, po).path, away.string());
+  EXPECT_FALSE(fs::exists(pack_path(t.dir.string(), SpineFormat::lossless)));
+  const std::vector<int> toks = {448, 259, 309, 412};
+  ModelOptions bf;
+  bf.spine = "bf16";
+  const std::vector<float> want = run_all(*open_model(t.dir.string(), bf), toks, true);
+  for (const std::string& spine : {std::string(), std::string("lossless")}) {
+    ModelOptions o;
+    o.spine = spine;
+    o.spine_pack = away.string();
+    o.ram_budget = 2 << 20;  // streamed
+    o.max_context = 256;
+    auto m = open_model(t.dir.string(), o);
+    ASSERT_NE(m->spine->pack(), nullptr);
+    EXPECT_EQ(m->spine->pack()->path, away.string());
+    EXPECT_EQ(run_all(*m, toks, true), want);
+  }
+  // The wrong format, bf16 with a pack, a missing file, another checkpoint: errors naming the file.
+  ModelOptions o;
+  o.spine_pack = away.string();
+  o.spine = "int8";
+  EXPECT_NE(error_of([&] { open_model(t.dir.string(), o); }).find(away.string() + ": holds a lossless spine, not int8"),
+            std::string::npos);
+  o.spine = "bf16";
+  EXPECT_NE(error_of([&] { open_model(t.dir.string(), o); }).find(away.string() + ": --spine bf16 reads the shards"),
+            std::string::npos);
+  o.spine = "";
+  o.spine_pack = away.string() + ".missing";
+  EXPECT_NE(error_of([&] { open_model(t.dir.string(), o); }).find(".missing: no such pack; run `sluice pack"),
+            std::string::npos);
+  o.spine_pack = away.string();
+  const std::string nano = std::string(SLUICE_SOURCE_DIR) + "/models/nanok3";
+  EXPECT_NE(error_of([&] { open_model(nano, o); }).find(away.string() + ": pack was made from another checkpoint"),
+            std::string::npos);
+  fs::remove(away);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -125,6 +125,18 @@ used=$(cat "$T/small/.span-cache"/* | wc -c)
 [ "$(stat_field "$T/s4" cache_evictions)" -gt 0 ] || die "no evictions"
 "$SLUICE" verify --model "$T/small"
 
+step "stream install with --pack lossless: the spine is packed once it lands, same logits, rerun keeps the pack"
+"$SLUICE" setup --repo $REPO --hub "$HUB" --dest "$T/packed" --stream --pack lossless > "$T/out"
+cat "$T/out"
+grep -q "^wrote $T/packed/spine.lossless.pack: " "$T/out" || die "setup --pack did not write the pack"
+"$SLUICE" verify --model "$T/packed" > "$T/v4" || { cat "$T/v4"; die "verify rejects the packed stream install"; }
+"$SLUICE" logits --model "$T/packed" --spine lossless --tokens $TOKENS --out "$T/packed.f32"
+cmp "$T/full.f32" "$T/packed.f32" || die "logits through the pack of a stream install differ from full logits"
+"$SLUICE" setup --repo $REPO --hub "$HUB" --dest "$T/packed" --stream --pack lossless > "$T/out"
+grep -q "^up to date $T/packed/spine.lossless.pack" "$T/out" || { cat "$T/out"; die "setup --pack rerun rewrote the pack"; }
+must_fail "$SLUICE" setup --repo $REPO --hub "$HUB" --dest "$T/packed" --stream --pack zstd
+grep -q "pack" "$T/err" || die "no clear error for an unknown --pack"
+
 step "stream rerun fetches no shard bytes"
 m=$(log_mark)
 "$SLUICE" setup --repo $REPO --hub "$HUB" --dest "$T/stream" --stream > "$T/out"
