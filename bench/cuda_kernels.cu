@@ -263,27 +263,26 @@ int main(int argc, char** argv) {
   const cuda::Mxfp4Tuning default_tuning = cuda::mxfp4_tuning();
   double best_step = 1e30;
   std::string best_name;
-  for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::lookup_bf16, cuda::Mxfp4Decode::bits,
-                   cuda::Mxfp4Decode::lookup_async})
-    for (int rpt : {2, 4, 8}) {
-      if (rpt == 2 && dec != cuda::Mxfp4Decode::lookup_async) continue;  // the valid tunings
-      cuda::set_mxfp4_tuning({dec, rpt});
-      const std::string name = std::string(cuda::mxfp4_decode_name(dec)) + ", " + std::to_string(rpt) + " rows/thread";
-      const double err = check_expert_gemv(experts, lat);
-      const double up_ms = time_ms(20, [&](int i) { cuda::grouped_mxfp4(up_tasks[i % sets].data(), 2 * kTopK, kInter, kLatent); });
-      const double down_ms = time_ms(20, [&](int i) { cuda::grouped_mxfp4(down_tasks[i % sets].data(), kTopK, kLatent, kInter); });
-      const double step_ms = time_ms(20, [&](int i) {
-        cuda::grouped_mxfp4(up_tasks[i % sets].data(), 2 * kTopK, kInter, kLatent);
-        cuda::grouped_mxfp4(down_tasks[i % sets].data(), kTopK, kLatent, kInter);
-      });
-      const cuda::Mxfp4Launch ll = cuda::mxfp4_last_launch();
-      std::printf("MXFP4 [%s] max |Δ|/Σ|w·x| vs ref = %.2e; down launch: %d blocks × %d threads, %d/SM, %zu B smem\n",
-                  name.c_str(), err, ll.blocks, ll.threads, ll.blocks_per_sm, ll.smem_bytes);
-      report("MXFP4 gate+up, 32×(3072×3584), " + name, up_bytes, up_ms, g_ceiling);
-      report("MXFP4 down, 16×(3584×3072), " + name, down_bytes, down_ms, g_ceiling);
-      report("MXFP4 16 experts (both launches), " + name, up_bytes + down_bytes, step_ms, g_ceiling);
-      if (step_ms < best_step) best_step = step_ms, best_name = name;
-    }
+  for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
+    const cuda::Mxfp4Decode dec = tuning.decode;
+    const int rpt = tuning.rows_per_thread;
+    cuda::set_mxfp4_tuning(tuning);
+    const std::string name = std::string(cuda::mxfp4_decode_name(dec)) + ", " + std::to_string(rpt) + " rows/thread";
+    const double err = check_expert_gemv(experts, lat);
+    const double up_ms = time_ms(20, [&](int i) { cuda::grouped_mxfp4(up_tasks[i % sets].data(), 2 * kTopK, kInter, kLatent); });
+    const double down_ms = time_ms(20, [&](int i) { cuda::grouped_mxfp4(down_tasks[i % sets].data(), kTopK, kLatent, kInter); });
+    const double step_ms = time_ms(20, [&](int i) {
+      cuda::grouped_mxfp4(up_tasks[i % sets].data(), 2 * kTopK, kInter, kLatent);
+      cuda::grouped_mxfp4(down_tasks[i % sets].data(), kTopK, kLatent, kInter);
+    });
+    const cuda::Mxfp4Launch ll = cuda::mxfp4_last_launch();
+    std::printf("MXFP4 [%s] max |Δ|/Σ|w·x| vs ref = %.2e; down launch: %d blocks × %d threads, %d/SM, %zu B smem\n",
+                name.c_str(), err, ll.blocks, ll.threads, ll.blocks_per_sm, ll.smem_bytes);
+    report("MXFP4 gate+up, 32×(3072×3584), " + name, up_bytes, up_ms, g_ceiling);
+    report("MXFP4 down, 16×(3584×3072), " + name, down_bytes, down_ms, g_ceiling);
+    report("MXFP4 16 experts (both launches), " + name, up_bytes + down_bytes, step_ms, g_ceiling);
+    if (step_ms < best_step) best_step = step_ms, best_name = name;
+  }
   std::printf("best MXFP4 tuning: %s\n\n", best_name.c_str());
   cuda::set_mxfp4_tuning(default_tuning);
 

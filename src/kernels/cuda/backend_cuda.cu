@@ -3,6 +3,7 @@
 #include "kernels/cuda/backend_cuda.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -242,15 +243,19 @@ Ceilings measure_ceilings() {
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   Ceilings c;
-  const size_t read_bytes = size_t(2) << 30, h2d_bytes = size_t(512) << 20;
+  const size_t read_bytes = size_t(2) << 30;
   char* buf = nullptr;
   uint32_t* sink = nullptr;
-  void* host = nullptr;
   cudaEvent_t a = nullptr, b = nullptr;
   check(cudaMalloc(&buf, read_bytes), "cudaMalloc (ceilings)");
   check(cudaMalloc(&sink, sizeof(uint32_t)), "cudaMalloc");
-  check(cudaHostAlloc(&host, h2d_bytes, cudaHostAllocDefault), "cudaHostAlloc");
-  std::memset(host, 0x5a, h2d_bytes);
+  // The pinned source is the uploader's staging block (24 MiB, held since
+  // the entry was made): no host memory beyond what the memory plan counted.
+  // 21 copies of it, ~512 MiB, per timing.
+  char* host = static_cast<char*>(s.up->staging());
+  const size_t block = s.up->staging_bytes(), copies = std::max<size_t>(1, (size_t(512) << 20) / block);
+  const size_t h2d_bytes = copies * block;
+  std::memset(host, 0x5a, block);
   check(cudaMemset(buf, 0x5a, read_bytes), "cudaMemset");
   check(cudaEventCreate(&a), "cudaEventCreate");
   check(cudaEventCreate(&b), "cudaEventCreate");
@@ -272,21 +277,45 @@ Ceilings measure_ceilings() {
     read_all<<<sms * 8, 512, 0, s.stream>>>(reinterpret_cast<const uint4*>(buf), read_bytes / 16, sink);
     check_launch("read kernel");
   });
-  const double h2d_ms = time_ms([&] { check(cudaMemcpyAsync(buf, host, h2d_bytes, cudaMemcpyHostToDevice, s.stream), "h2d"); });
+  const double h2d_ms = time_ms([&] {
+    for (size_t i = 0; i < copies; i++)
+      check(cudaMemcpyAsync(buf + i * block, host, block, cudaMemcpyHostToDevice, s.stream), "h2d");
+  });
   c.hbm_read_gbs = double(read_bytes) / (read_ms * 1e-3) / 1e9;
   c.h2d_pinned_gbs = double(h2d_bytes) / (h2d_ms * 1e-3) / 1e9;
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  cudaFreeHost(host);
   cudaFree(sink);
   cudaFree(buf);
   return c;
 }
 
+namespace {
+// One small product of each kind, so the driver's first-launch allocations
+// happen now (host memory the plan's baseline counts), not mid-run.
+void warm_up(cudaStream_t stream) {
+  const int rows = 4, cols = 32;
+  char* d = nullptr;
+  check(cudaMalloc(&d, 4096), "cudaMalloc (warm-up)");
+  check(cudaMemsetAsync(d, 0, 4096, stream), "cudaMemset");
+  const float* x = reinterpret_cast<const float*>(d);
+  float* y = reinterpret_cast<float*>(d + 2048);
+  matvec_bf16(reinterpret_cast<const uint16_t*>(d + 1024), rows, cols, x, y, stream);
+  matvec_mxfp4(reinterpret_cast<const uint8_t*>(d + 1024), reinterpret_cast<const uint8_t*>(d + 1536), rows, cols, x,
+               y, stream);
+  check(cudaStreamSynchronize(stream), "warm-up");
+  check(cudaFree(d), "cudaFree");
+}
+}  // namespace
+
 const Backend* backend_entry(const Backend& cpu, std::string* why) {
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.cpu) return &s.table;
+  // Every kernel module now, with the context, rather than at its first
+  // launch mid-run: host memory the plan's baseline then counts (see the
+  // header). Only if nothing set it and no CUDA call ran yet in this process.
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   if (device_count() == 0) {
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
@@ -300,6 +329,7 @@ const Backend* backend_entry(const Backend& cpu, std::string* why) {
     s.stream = stream;
     s.up = std::make_unique<Uploader>(size_t(8) << 20, 3);
     s.device = device_name();
+    warm_up(stream);
   } catch (const std::exception& e) {
     if (why) *why = e.what();
     return nullptr;

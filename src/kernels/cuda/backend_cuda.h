@@ -38,8 +38,15 @@ struct EntryStats {
 EntryStats entry_stats();
 
 // The GPU's ceilings, measured now (about a second; for bench --device
-// cuda): a pure-read kernel over 2 GiB (16-byte loads) and one 512 MiB
-// pinned host → device copy, best of 3 each, in GB/s.
+// cuda): a pure-read kernel over 2 GiB (16-byte loads) and ~512 MiB of
+// pinned host → device copies (21 copies of the uploader's 24 MiB staging
+// block: no host memory beyond the planned), best of 3 each, in GB/s.
+//
+// Host memory: the entry's own (the CUDA context, every kernel module —
+// loaded eagerly, CUDA_MODULE_LOADING=EAGER unless the environment says
+// otherwise — the pinned staging, a first launch's driver allocations) is
+// all taken when the entry is made, so a memory plan made after it counts it
+// in the process's baseline (--ram-budget bounds the whole process).
 struct Ceilings {
   double hbm_read_gbs = 0, h2d_pinned_gbs = 0;
 };

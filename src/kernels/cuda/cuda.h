@@ -19,6 +19,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace sluice::cuda {
 
@@ -63,13 +64,20 @@ void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* st
 // memory by cp.async (decode launches only; prefill falls back to lookup).
 // lookup_bf16: a table of bf16 pairs (4 bytes per code byte instead of 8:
 // half the shared-memory traffic, one shift or mask more per code).
-enum class Mxfp4Decode { lookup, bits, lookup_async, lookup_bf16 };
+// warp, warp3 (mxfp4_warp.cu): decode launches by a warp per row
+// (rows_per_thread: rows per warp, 2 or 4; the lanes split a row's groups),
+// no partial sums in shared memory; one (warp1: up to 255 registers, so
+// every load of a tile is in flight at once), two (warp) or three (warp3)
+// 8-warp blocks per SM. Prefill falls back to lookup_bf16 (same bits).
+enum class Mxfp4Decode { lookup, bits, lookup_async, lookup_bf16, warp, warp3, warp1 };
 struct Mxfp4Tuning {
   Mxfp4Decode decode;
   int rows_per_thread;
 };
 void set_mxfp4_tuning(Mxfp4Tuning t);
 Mxfp4Tuning mxfp4_tuning();
+// Every valid tuning (the tests and the benchmark walk them all).
+const std::vector<Mxfp4Tuning>& mxfp4_tunings();
 const char* mxfp4_decode_name(Mxfp4Decode d);
 // The shape of the last MXFP4 launch (for the benchmark's report).
 struct Mxfp4Launch {

@@ -47,6 +47,7 @@ struct Dev {
   Dev(const Dev&) = delete;
   Dev& operator=(const Dev&) = delete;
   ~Dev() { cudaFree(p); }
+  void poison() { ok(cudaMemset(p, 0xff, std::max<size_t>(1, n) * sizeof(T))); }
   std::vector<T> get() const {
     ok(cudaDeviceSynchronize());
     std::vector<T> v(n);
@@ -92,12 +93,9 @@ void check_mxfp4(Rng& rng, int rows, int cols, int n, int lo = 110, int hi = 135
   const std::vector<double> abs_sum = abs_dot_mxfp4(m, rows, cols, X.data(), n);
   Dev<uint8_t> dp(m.packed), ds(m.scale);
   TuningGuard guard;
-  // The default, and the async decode kernel (every rows/thread) against it.
+  // Every tuning against ref, and bitwise against the first.
   std::vector<float> first;
-  for (const cuda::Mxfp4Tuning tuning : {cuda::mxfp4_tuning(), cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_async, 2},
-                                         cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_async, 4},
-                                         cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_async, 8},
-                                         cuda::Mxfp4Tuning{cuda::Mxfp4Decode::lookup_bf16, 4}}) {
+  for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
     SCOPED_TRACE(testing::Message() << cuda::mxfp4_decode_name(tuning.decode) << " " << tuning.rows_per_thread);
     cuda::set_mxfp4_tuning(tuning);
     Dev<float> dx(X), dy(size_t(n) * rows);
@@ -121,6 +119,8 @@ TEST(CudaKernels, Mxfp4RandomShapesMatchRef) {
   std::uniform_int_distribution<int> rows(1, 150), groups(1, 40), tokens(1, 5);
   for (int i = 0; i < 12; i++) check_mxfp4(rng, rows(rng), 32 * groups(rng), tokens(rng));
   check_mxfp4(rng, 3, 7168, 2);  // the widest row a team takes
+  // The warp kernel's lanes walk ceil(G/32) groups each: every count, full and partial.
+  for (int groups : {64, 100, 150, 190, 224}) check_mxfp4(rng, 45, 32 * groups, 1);
 }
 
 TEST(CudaKernels, Mxfp4AtK3ExpertShapes) {
@@ -154,9 +154,9 @@ TEST(CudaKernels, Mxfp4DecodesEveryCodeAndScaleExactly) {
     }
   Dev<uint8_t> dp(m.packed), ds(m.scale);
   for (int hot : {0, 1, 31, 32, 63})
-    for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits, cuda::Mxfp4Decode::lookup_async,
-                     cuda::Mxfp4Decode::lookup_bf16}) {
-      cuda::set_mxfp4_tuning({dec, dec == cuda::Mxfp4Decode::lookup_async ? 2 : 4});
+    for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
+      const cuda::Mxfp4Decode dec = tuning.decode;
+      cuda::set_mxfp4_tuning(tuning);
       std::vector<float> x(cols, 0.0f);
       x[hot] = 1.0f;
       Dev<float> dx(x), dy(rows);
@@ -183,22 +183,21 @@ TEST(CudaKernels, Mxfp4EveryTuningGivesTheSameBits) {
   Dev<uint8_t> dp(m.packed), ds(m.scale);
   Dev<float> dx(X);
   std::vector<float> first, first1;
-  for (auto dec : {cuda::Mxfp4Decode::lookup, cuda::Mxfp4Decode::bits, cuda::Mxfp4Decode::lookup_async,
-                   cuda::Mxfp4Decode::lookup_bf16})
-    for (int rpt : {2, 4, 8}) {
-      if (rpt == 2 && dec != cuda::Mxfp4Decode::lookup_async) continue;
-      cuda::set_mxfp4_tuning({dec, rpt});
-      Dev<float> dy(size_t(n) * rows), dy1(rows);
-      cuda::matmul_mxfp4(dp.p, ds.p, rows, cols, dx.p, n, dy.p);
-      cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p, dy1.p);  // decode: another kernel for lookup_async
-      const std::vector<float> y = dy.get(), y1 = dy1.get();
-      if (first.empty())
-        first = y, first1 = y1;
-      else
-        ASSERT_TRUE(bitwise_equal(first, y)) << cuda::mxfp4_decode_name(dec) << " rows/thread " << rpt;
-      ASSERT_TRUE(bitwise_equal(first1, y1)) << cuda::mxfp4_decode_name(dec) << " rows/thread " << rpt;
-      ASSERT_EQ(0, std::memcmp(y1.data(), y.data(), rows * sizeof(float)));
-    }
+  for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
+    const cuda::Mxfp4Decode dec = tuning.decode;
+    const int rpt = tuning.rows_per_thread;
+    cuda::set_mxfp4_tuning(tuning);
+    Dev<float> dy(size_t(n) * rows), dy1(rows);
+    cuda::matmul_mxfp4(dp.p, ds.p, rows, cols, dx.p, n, dy.p);
+    cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p, dy1.p);  // decode: another kernel for lookup_async
+    const std::vector<float> y = dy.get(), y1 = dy1.get();
+    if (first.empty())
+      first = y, first1 = y1;
+    else
+      ASSERT_TRUE(bitwise_equal(first, y)) << cuda::mxfp4_decode_name(dec) << " rows/thread " << rpt;
+    ASSERT_TRUE(bitwise_equal(first1, y1)) << cuda::mxfp4_decode_name(dec) << " rows/thread " << rpt;
+    ASSERT_EQ(0, std::memcmp(y1.data(), y.data(), rows * sizeof(float)));
+  }
   EXPECT_THROW(cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::bits, 5}), std::invalid_argument);
   EXPECT_THROW(cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup, 2}), std::invalid_argument);
   EXPECT_THROW(cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup_async, 16}), std::invalid_argument);
@@ -232,9 +231,10 @@ TEST(CudaKernels, GroupedMxfp4IsBitwiseOneByOne) {
   }
 }
 
-// Decode (one token per task) under lookup_async: blocks cross task
-// boundaries and tail tiles; the bits equal the lookup kernel's.
-TEST(CudaKernels, GroupedMxfp4DecodeAsyncIsBitwiseLookup) {
+// Decode (one token per task) under every tuning (lookup_async and the warp
+// kernels have their own decode kernels): blocks cross task boundaries and
+// tail tiles; the bits equal the lookup kernel's.
+TEST(CudaKernels, GroupedMxfp4DecodeIsBitwiseLookup) {
   SKIP_WITHOUT_GPU();
   TuningGuard guard;
   Rng rng(13);
@@ -254,14 +254,17 @@ TEST(CudaKernels, GroupedMxfp4DecodeAsyncIsBitwiseLookup) {
     ta.push_back({P[e]->p, S[e]->p, Xs[e]->p, Ya[e]->p, n});
     tb.push_back({P[e]->p, S[e]->p, Xs[e]->p, Yb[e]->p, n});
   }
-  for (int rpt : {2, 4, 8}) {
-    cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup, 4});
-    cuda::grouped_mxfp4(ta.data(), ntasks, rows, cols);
-    cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup_async, rpt});
+  cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup, 4});
+  cuda::grouped_mxfp4(ta.data(), ntasks, rows, cols);
+  for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
+    cuda::set_mxfp4_tuning(tuning);
+    for (int e = 0; e < ntasks; e++)
+      if (tb[e].n) Yb[e]->poison();
     cuda::grouped_mxfp4(tb.data(), ntasks, rows, cols);
     for (int e = 0; e < ntasks; e++)
       if (ta[e].n) {
-        ASSERT_TRUE(bitwise_equal(Ya[e]->get(), Yb[e]->get())) << "task " << e << " rows/thread " << rpt;
+        ASSERT_TRUE(bitwise_equal(Ya[e]->get(), Yb[e]->get()))
+            << "task " << e << " " << cuda::mxfp4_decode_name(tuning.decode) << " " << tuning.rows_per_thread;
       }
   }
 }

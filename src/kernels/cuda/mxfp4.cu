@@ -43,29 +43,16 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/mxfp4_launch.cuh"
 
 namespace sluice::cuda {
 namespace {
 using namespace detail;
 
 constexpr int kMaxThreads = 448;  // RS·G: 14 warps; two blocks of 64-register threads fit an SM
-constexpr int kMaxCols = 7168;   // activations, table and partial sums fit shared memory
-constexpr int kMaxTasks = 64;     // per launch (the parameter block stays under 4 KB)
 constexpr int kLutFloats = 256 * 32 * 2;  // 64 KB
 
-struct Launch {
-  MxTask task[kMaxTasks];
-  int ntasks, rows, cols, rs;
-};
-
-Mxfp4Tuning g_tuning{Mxfp4Decode::lookup_bf16, 4};  // the fastest measured (docs/benchmarks.md)
-Mxfp4Launch g_last{};
-
-// value(code) · 2^-14
-__device__ __forceinline__ float e2m1_scaled(uint32_t code) {
-  const uint32_t h = ((code & 8u) << 12) | ((code & 7u) << 9);
-  return __half2float(__ushort_as_half(uint16_t(h)));
-}
+Mxfp4Tuning g_tuning{Mxfp4Decode::warp, 4};  // the fastest measured (docs/benchmarks.md)
 
 // Eight codes of one 32-bit word (column 8j+i is nibble i) -> d[i].
 __device__ __forceinline__ void decode_bits(uint32_t w, float (&d)[8]) {
@@ -81,11 +68,9 @@ __device__ __forceinline__ void decode_bits(uint32_t w, float (&d)[8]) {
 }
 
 // Activations of the current matrix (and token pass) sit in shared memory,
-// group g at float offset 36·g (4 floats of padding: the 16-byte reads of
-// consecutive threads then hit different banks); a thread reads 8 of its
+// group g at float offset 36·g (kXStride, mxfp4_launch.cuh); a thread reads 8 of its
 // group's 32 at a time, so few registers are live and 14-warp blocks fit
 // twice on an SM.
-constexpr int kXStride = 36;
 
 template <int kLutWords, int kTok, int kRows, bool kBf16 = false>
 __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 64 : 72)
@@ -477,12 +462,20 @@ void launch_rows(const Launch& L, cudaStream_t stream) {
     case Mxfp4Decode::lookup: return launch_variant<4, kTok, kRows>(L, stream);
     case Mxfp4Decode::bits: return launch_variant<0, kTok, kRows>(L, stream);
     case Mxfp4Decode::lookup_async: return launch_variant<4, kTok, kRows>(L, stream);
-    case Mxfp4Decode::lookup_bf16: return launch_variant<4, kTok, kRows, true>(L, stream);
+    case Mxfp4Decode::lookup_bf16:
+    case Mxfp4Decode::warp:
+    case Mxfp4Decode::warp3:
+    case Mxfp4Decode::warp1: return launch_variant<4, kTok, kRows, true>(L, stream);
   }
 }
 
 template <int kTok>
 void launch_tok(const Launch& L, cudaStream_t stream) {
+  if (g_tuning.decode == Mxfp4Decode::warp || g_tuning.decode == Mxfp4Decode::warp3 ||
+      g_tuning.decode == Mxfp4Decode::warp1) {
+    if (kTok == 1 && launch_warp(L, g_tuning, stream)) return;
+    return launch_rows<kTok, 4>(L, stream);  // prefill: same bits
+  }
   if (g_tuning.decode == Mxfp4Decode::lookup_async) {
     if (kTok == 1 && try_async(L, stream)) return;
     return launch_rows<kTok, 4>(L, stream);  // prefill, or a shape it does not take: same bits
@@ -493,10 +486,27 @@ void launch_tok(const Launch& L, cudaStream_t stream) {
 
 }  // namespace
 
+namespace detail {
+Mxfp4Launch g_last{};
+}
+
+const std::vector<Mxfp4Tuning>& mxfp4_tunings() {
+  static const std::vector<Mxfp4Tuning> all = {
+      {Mxfp4Decode::lookup, 4},       {Mxfp4Decode::lookup, 8},       {Mxfp4Decode::bits, 4},
+      {Mxfp4Decode::bits, 8},         {Mxfp4Decode::lookup_async, 2}, {Mxfp4Decode::lookup_async, 4},
+      {Mxfp4Decode::lookup_async, 8}, {Mxfp4Decode::lookup_bf16, 4},  {Mxfp4Decode::lookup_bf16, 8},
+      {Mxfp4Decode::warp, 2},         {Mxfp4Decode::warp, 4},         {Mxfp4Decode::warp3, 2},
+      {Mxfp4Decode::warp3, 4},        {Mxfp4Decode::warp1, 4}};
+  return all;
+}
+
 void set_mxfp4_tuning(Mxfp4Tuning t) {
-  if ((t.rows_per_thread != 4 && t.rows_per_thread != 8) && (t.decode != Mxfp4Decode::lookup_async || t.rows_per_thread != 2))
-    throw std::invalid_argument("cuda: mxfp4: rows_per_thread must be 4 or 8 (or 2 for lookup_async)");
-  g_tuning = t;
+  for (const Mxfp4Tuning& v : mxfp4_tunings())
+    if (v.decode == t.decode && v.rows_per_thread == t.rows_per_thread) {
+      g_tuning = t;
+      return;
+    }
+  throw std::invalid_argument("cuda: mxfp4: rows_per_thread must be 4 or 8 (2 or 4 for lookup_async's 2 and the warp kernels)");
 }
 Mxfp4Tuning mxfp4_tuning() { return g_tuning; }
 Mxfp4Launch mxfp4_last_launch() { return g_last; }
@@ -506,6 +516,9 @@ const char* mxfp4_decode_name(Mxfp4Decode d) {
     case Mxfp4Decode::bits: return "bits";
     case Mxfp4Decode::lookup_async: return "lookup_async";
     case Mxfp4Decode::lookup_bf16: return "lookup_bf16";
+    case Mxfp4Decode::warp: return "warp";
+    case Mxfp4Decode::warp3: return "warp3";
+    case Mxfp4Decode::warp1: return "warp1";
   }
   return "?";
 }

@@ -16,17 +16,33 @@ Uploader::Uploader(size_t chunk_bytes, int slots) : chunk_(std::max<size_t>(chun
   cudaEvent_t e = nullptr;
   check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   done_ = e;
-  slots_.resize(size_t(std::max(slots, 2)));  // staging is allocated on first pageable copy
+  // The staging, one pinned block, allocated and touched now: it is host
+  // memory the process holds from here on (the memory plan counts it in the
+  // process's baseline when it is made after this).
+  slots_.resize(size_t(std::max(slots, 2)));
+  staging_bytes_ = chunk_ * slots_.size();
+  check(cudaHostAlloc(&staging_, staging_bytes_, cudaHostAllocDefault), "cudaHostAlloc (staging)");
+  std::memset(staging_, 0, staging_bytes_);
+  for (size_t i = 0; i < slots_.size(); i++) {
+    slots_[i].host = static_cast<char*>(staging_) + i * chunk_;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    slots_[i].event = e;
+  }
 }
 
 Uploader::~Uploader() {
   cudaStreamSynchronize(as_stream(stream_));
-  for (Slot& s : slots_) {
-    if (s.host) cudaFreeHost(s.host);
+  for (Slot& s : slots_)
     if (s.event) cudaEventDestroy(static_cast<cudaEvent_t>(s.event));
-  }
+  if (staging_) cudaFreeHost(staging_);
   cudaEventDestroy(static_cast<cudaEvent_t>(done_));
   cudaStreamDestroy(as_stream(stream_));
+}
+
+void* Uploader::staging() {
+  sync();  // no DMA still reads it
+  for (Slot& s : slots_) s.used = false;
+  return staging_;
 }
 
 void Uploader::copy(void* dst, const void* src, size_t n, bool src_pinned) {
@@ -42,12 +58,6 @@ void Uploader::copy(void* dst, const void* src, size_t n, bool src_pinned) {
     const size_t len = std::min(chunk_, n - off);
     Slot& slot = slots_[size_t(next_)];
     next_ = (next_ + 1) % int(slots_.size());
-    if (!slot.host) {
-      check(cudaHostAlloc(&slot.host, chunk_, cudaHostAllocDefault), "cudaHostAlloc (staging)");
-      cudaEvent_t e = nullptr;
-      check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-      slot.event = e;
-    }
     // The slot's previous DMA must have read it before it is overwritten.
     if (slot.used) check(cudaEventSynchronize(static_cast<cudaEvent_t>(slot.event)), "staging wait");
     std::memcpy(slot.host, s + off, len);

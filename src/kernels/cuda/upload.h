@@ -34,9 +34,16 @@ class Uploader {
   void sync();
   void* stream() const { return stream_; }
   size_t chunk_bytes() const { return chunk_; }
+  // The pinned staging block (slots × chunk bytes, allocated by the
+  // constructor), free for the caller's own use until the next copy: waits
+  // for every queued copy first. (The GPU's pinned H2D ceiling is timed from it.)
+  void* staging();
+  size_t staging_bytes() const { return staging_bytes_; }
 
  private:
   size_t chunk_;
+  void* staging_ = nullptr;  // slots × chunk pinned bytes
+  size_t staging_bytes_ = 0;
   void* stream_ = nullptr;
   void* done_ = nullptr;  // cudaEvent_t recorded by fence()
   struct Slot {

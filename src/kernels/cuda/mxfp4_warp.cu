@@ -1,0 +1,240 @@
+// kernels/cuda/mxfp4_warp.cu — the MXFP4 decode GEMV (one token per task)
+// with a warp per row: the reduction order of mxfp4.cu ("lane l of a warp
+// sums q_l, q_{l+32}, ... then a xor butterfly") is exactly a warp walking a
+// row, lane l taking groups l, l+32, ... So no partial sums go through shared
+// memory and no barrier is needed but when the block moves to another task
+// (its activations replace the old ones in shared memory).
+//
+// A warp takes R consecutive rows (2 or 4) of one task: per group, R 16-byte
+// code words and R scale bytes per lane; the group's activations (32 floats,
+// read 8 at a time from shared memory) serve all R rows. When a row's last
+// round of groups is at most half a warp (G % 32 <= 16, e.g. K3's 3584
+// columns: 112 groups), lanes 16-31 take the next row's last groups instead
+// of idling, and hand their q to lanes 0-15 by a shuffle: the same q, added
+// by the same lane in the same place, so the same bits.
+//
+// E2M1 decode by a shared-memory table of bf16 pairs, one copy per lane (as
+// lookup_bf16 in mxfp4.cu: a warp never has a bank conflict and one PRMT
+// builds the address): PRMT, LDS.32, a shift and a mask, two FFMAs per code
+// byte. The table uses the low 128 bytes of each 256-byte row; group g's
+// activations sit in the high 128 bytes of row g (its eight 16-byte chunks
+// XOR-swizzled by g mod 8, so the quarter-warp of a 16-byte read hits eight
+// different bank groups): 64 KB of shared memory per block in all, so three
+// 8-warp blocks fit an SM (`warp3`, at most 80 registers a thread) or two of
+// 128 registers (`warp`).
+#include <algorithm>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mxfp4_launch.cuh"
+
+namespace sluice::cuda::detail {
+namespace {
+
+constexpr int kSmem = 65536;    // table + activations: 256 rows of 256 bytes
+constexpr int kWarps = 8;       // per block
+constexpr int kMaxGroups = 256;  // one table row per group: cols <= 8192
+
+// Weights are read once: no L1 allocation. Volatile asm keeps the compiler
+// from sinking each load to its first use.
+__device__ __forceinline__ uint4 ld_stream16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_stream8(const void* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u8 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+// Byte offset of 16-byte chunk c (0-7) of group g's activations.
+__device__ __forceinline__ uint32_t x_chunk(uint32_t g, uint32_t c) { return 256u * g + 128u + 16u * (c ^ (g & 7u)); }
+
+// p for `rows` chains: the group's 32 columns, word by word, FMAs in column
+// order. w[r] is row r's 16 code bytes, xg the group's activation row.
+template <int kN>
+__device__ __forceinline__ void group_dot(const char* smem, uint32_t xrow, uint32_t lx16, uint32_t lane4,
+                                          const uint4 (&w)[kN], float (&p)[kN]) {
+#pragma unroll
+  for (int r = 0; r < kN; r++) p[r] = 0.0f;
+#pragma unroll
+  for (int jw = 0; jw < 4; jw++) {
+    // chunk c at xrow | ((c << 4) ^ lx16): xrow has bits 4-6 clear
+    const float4 a = *reinterpret_cast<const float4*>(smem + (xrow | ((uint32_t(2 * jw) << 4) ^ lx16)));
+    const float4 b = *reinterpret_cast<const float4*>(smem + (xrow | ((uint32_t(2 * jw + 1) << 4) ^ lx16)));
+    const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int r = 0; r < kN; r++) {
+      const uint32_t word = jw == 0 ? w[r].x : jw == 1 ? w[r].y : jw == 2 ? w[r].z : w[r].w;
+#pragma unroll
+      for (int bb = 0; bb < 4; bb++) {
+        // bytes of the offset: lane·4, code byte bb, 0, 0
+        const uint32_t off = __byte_perm(word, lane4, 0x5504u | (uint32_t(bb) << 4));
+        const uint32_t v = *reinterpret_cast<const uint32_t*>(smem + off);
+        p[r] = __fmaf_rn(bf16_lo(v), x[2 * bb], p[r]);
+        p[r] = __fmaf_rn(bf16_hi(v), x[2 * bb + 1], p[r]);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ float q_of(float p, uint32_t s) { return __fmul_rn(__fmul_rn(p, 16384.0f), e8m0(s)); }
+
+// kNJ = ceil(G/32) rounds of groups per lane; kRows rows per warp (even);
+// kPair: the last round is at most 16 groups, two rows share it.
+template <int kNJ, int kRows, bool kPair, int kBlocksPerSm>
+__global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(const __grid_constant__ Launch L) {
+  extern __shared__ float4 smem4[];
+  char* smem = reinterpret_cast<char*>(smem4);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int i = tid; i < 256 * 32; i += blockDim.x) {
+    const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
+    reinterpret_cast<uint32_t*>(smem)[b * 64 + l] = e2m1_bf16_pair(b);
+  }
+
+  const int G = L.cols / 32, half_cols = L.cols / 2;
+  constexpr int kFull = kPair ? kNJ - 1 : kNJ;  // rounds every lane takes for its own row
+  const int tile_rows = kWarps * kRows;
+  const int tiles_per_task = (L.rows + tile_rows - 1) / tile_rows;
+  const int total = L.ntasks * tiles_per_task;
+  const int begin = int(int64_t(total) * blockIdx.x / gridDim.x), end = int(int64_t(total) * (blockIdx.x + 1) / gridDim.x);
+  const uint32_t lane4 = uint32_t(lane) * 4u, lx16 = (uint32_t(lane) & 7u) << 4;
+  // The paired round: lane l takes row 2k + (l >= 16), group 32·kFull + l % 16.
+  const int pg = 32 * kFull + (lane & 15), prow = lane >> 4;
+
+  int x_task = -1;
+  for (int tile = begin; tile < end; tile++) {
+    const int ti = tile / tiles_per_task, row0 = (tile % tiles_per_task) * tile_rows + warp * kRows;
+    const MxTask& T = L.task[ti];
+    if (ti != x_task) {
+      __syncthreads();  // every warp is done with the old activations (and the table is filled)
+      for (int i = tid; i < L.cols / 4; i += blockDim.x) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(T.X) + i);
+        *reinterpret_cast<float4*>(smem + x_chunk(uint32_t(i) / 8u, uint32_t(i) % 8u)) = f;
+      }
+      __syncthreads();
+      x_task = ti;
+    }
+    // Every load of the tile first. Rows past the end read the last row
+    // again, lanes past the last group its last group (valid memory, never
+    // used or stored).
+    uint4 w[kNJ][kRows];
+    uint32_t s[kNJ][kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; r++) {
+      const int row = min(row0 + r, L.rows - 1);
+#pragma unroll
+      for (int j = 0; j < kFull; j++) {
+        const int g = j < kNJ - 1 ? lane + 32 * j : min(lane + 32 * j, G - 1);
+        w[j][r] = ld_stream16(T.packed + size_t(row) * half_cols + 16 * g);
+        s[j][r] = ld_stream8(T.scale + size_t(row) * G + g);
+      }
+    }
+    if constexpr (kPair) {
+#pragma unroll
+      for (int k = 0; k < kRows / 2; k++) {
+        const int row = min(row0 + 2 * k + prow, L.rows - 1), g = min(pg, G - 1);
+        w[kNJ - 1][k] = ld_stream16(T.packed + size_t(row) * half_cols + 16 * g);
+        s[kNJ - 1][k] = ld_stream8(T.scale + size_t(row) * G + g);
+      }
+    }
+    float acc[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; r++) acc[r] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kFull; j++) {
+      const int g = lane + 32 * j;
+      if (j < kNJ - 1 || g < G) {
+        float p[kRows];
+        group_dot<kRows>(smem, 256u * uint32_t(g) + 128u, lx16, lane4, w[j], p);
+#pragma unroll
+        for (int r = 0; r < kRows; r++) acc[r] = __fadd_rn(acc[r], q_of(p[r], s[j][r]));
+      }
+    }
+    if constexpr (kPair) {
+      uint4 wp[kRows / 2];
+#pragma unroll
+      for (int k = 0; k < kRows / 2; k++) wp[k] = w[kNJ - 1][k];
+      float p[kRows / 2];
+      group_dot<kRows / 2>(smem, 256u * uint32_t(min(pg, G - 1)) + 128u, lx16, lane4, wp, p);
+#pragma unroll
+      for (int k = 0; k < kRows / 2; k++) {
+        const float q = q_of(p[k], s[kNJ - 1][k]);
+        const float q_next = __shfl_down_sync(0xffffffffu, q, 16);  // lane l+16's: row 2k+1, group pg
+        if (lane < 16 && pg < G) {
+          acc[2 * k] = __fadd_rn(acc[2 * k], q);
+          acc[2 * k + 1] = __fadd_rn(acc[2 * k + 1], q_next);
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; r++) {
+      float sum = acc[r];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, off));
+      if (lane == 0 && row0 + r < L.rows) T.Y[row0 + r] = sum;
+    }
+  }
+}
+
+template <int kNJ, int kRows, bool kPair, int kBlocksPerSm>
+void launch(const Launch& L, cudaStream_t stream) {
+  const int threads = 32 * kWarps;
+  auto kernel = mxfp4_warp_kernel<kNJ, kRows, kPair, kBlocksPerSm>;
+  static thread_local int last_dev = -1, last_per_sm = 0, last_sms = 0;
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev != last_dev) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), "smem attribute");
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&last_per_sm, kernel, threads, kSmem), "occupancy");
+    last_sms = sm_count();
+    last_dev = dev;
+  }
+  const int tile_rows = kWarps * kRows;
+  const int64_t tiles = int64_t(L.ntasks) * ((L.rows + tile_rows - 1) / tile_rows);
+  const int blocks = int(std::min<int64_t>(tiles, int64_t(std::max(last_per_sm, 1)) * last_sms));
+  g_last = {blocks, threads, last_per_sm, size_t(kSmem)};
+  kernel<<<blocks, threads, kSmem, stream>>>(L);
+  check_launch("mxfp4 warp kernel launch");
+}
+
+template <int kNJ, int kBlocksPerSm>
+void launch_nj(const Launch& L, int rows, cudaStream_t stream) {
+  const int last = L.cols / 32 - 32 * (kNJ - 1);  // groups in the last round, 1..32
+  // R·kNJ code words per lane are in flight: 4 rows up to 4 rounds.
+  if constexpr (kNJ <= 4) {
+    if (rows >= 4) {
+      if (last <= 16) return launch<kNJ, 4, true, kBlocksPerSm>(L, stream);
+      return launch<kNJ, 4, false, kBlocksPerSm>(L, stream);
+    }
+  }
+  if (last <= 16) return launch<kNJ, 2, true, kBlocksPerSm>(L, stream);
+  launch<kNJ, 2, false, kBlocksPerSm>(L, stream);
+}
+
+template <int kBlocksPerSm>
+void launch_blocks(const Launch& L, int rows, cudaStream_t stream) {
+  switch ((L.cols / 32 + 31) / 32) {
+    case 1: return launch_nj<1, kBlocksPerSm>(L, rows, stream);
+    case 2: return launch_nj<2, kBlocksPerSm>(L, rows, stream);
+    case 3: return launch_nj<3, kBlocksPerSm>(L, rows, stream);
+    case 4: return launch_nj<4, kBlocksPerSm>(L, rows, stream);
+    case 5: return launch_nj<5, kBlocksPerSm>(L, rows, stream);
+    case 6: return launch_nj<6, kBlocksPerSm>(L, rows, stream);
+    default: return launch_nj<7, kBlocksPerSm>(L, rows, stream);
+  }
+}
+
+}  // namespace
+
+bool launch_warp(const Launch& L, Mxfp4Tuning t, cudaStream_t stream) {
+  static_assert(kMaxCols / 32 <= kMaxGroups, "one table row per group");
+  if (t.decode == Mxfp4Decode::warp) return launch_blocks<2>(L, t.rows_per_thread, stream), true;
+  if (t.decode == Mxfp4Decode::warp3) return launch_blocks<3>(L, t.rows_per_thread, stream), true;
+  if (t.decode == Mxfp4Decode::warp1) return launch_blocks<1>(L, t.rows_per_thread, stream), true;
+  return false;
+}
+
+}  // namespace sluice::cuda::detail
