@@ -1,17 +1,18 @@
 // Aggregate decode speed of `sluice serve` with 1, 2, 4, 8 concurrent clients.
 //   node bench/serve_clients.mjs SLUICE_BINARY MODEL_DIR [--clients 1,2,4,8] [--tokens 16]
-//        [--requests 1] [-- extra serve flags, e.g. --ram-budget 4G --parallel 8]
+//        [--requests 1] [--warmup TOKENS] [-- extra serve flags, e.g. --ram-budget 4G --parallel 8]
 // Starts one server (default --parallel 8 --draft none), then for each client
 // count C: C clients, each with its own prompt, send --requests greedy
 // completions of --tokens tokens (ignore_eos) at once. Prints one JSON line per C:
 // wall seconds, completion tokens, aggregate tokens/s, decode passes, rows per
-// pass, weight bytes read per generated token (/metrics), and the ratios to C = 1
+// pass, prompt rows that rode in decode passes, weight bytes read per generated
+// token (/metrics), and the ratios to C = 1
 // of the same run. Needs node >= 18 (fetch); no npm packages.
 import { spawn } from 'node:child_process';
 
 const [bin, model, ...rest] = process.argv.slice(2);
 if (!bin || !model) {
-  console.error('usage: node bench/serve_clients.mjs SLUICE_BINARY MODEL_DIR [--clients 1,2,4,8] [--tokens N] [--requests N] [-- serve flags]');
+  console.error('usage: node bench/serve_clients.mjs SLUICE_BINARY MODEL_DIR [--clients 1,2,4,8] [--tokens N] [--requests N] [--warmup N] [-- serve flags]');
   process.exit(2);
 }
 const dash = rest.indexOf('--');
@@ -24,6 +25,7 @@ const opt = (name, def) => {
 const clients = opt('--clients', '1,2,4,8').split(',').map(Number);
 const tokens = Number(opt('--tokens', '16'));
 const requests = Number(opt('--requests', '1'));
+const warmup = Number(opt('--warmup', String(tokens)));  // tokens of the untimed first request
 const flags = [...serveFlags];
 if (!flags.includes('--parallel')) flags.push('--parallel', String(Math.max(...clients)));
 if (!flags.includes('--draft')) flags.push('--draft', 'none');
@@ -50,6 +52,7 @@ async function metrics() {
   return {
     passes: get('sluice_decode_passes_total'),
     rows: get('sluice_decode_rows_total'),
+    fused: get('sluice_fused_prompt_rows_total'),
     bytes: get('sluice_weight_bytes_read_total'),
     tokens: get('sluice_completion_tokens_total'),
   };
@@ -57,12 +60,12 @@ async function metrics() {
 
 // Different prompts per client (ids below the special range of any K3 vocabulary).
 const prompt = (c, r) => Array.from({ length: 8 }, (_, i) => 1000 + ((c * 7919 + r * 104729 + i * 31) % 5000));
-async function client(c) {
-  for (let r = 0; r < requests; r++) {
+async function client(c, n = requests, max_tokens = tokens) {
+  for (let r = 0; r < n; r++) {
     const res = await fetch(url + '/v1/completions', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: id, prompt: prompt(c, r), max_tokens: tokens, temperature: 0, ignore_eos: true }),
+      body: JSON.stringify({ model: id, prompt: prompt(c, r), max_tokens, temperature: 0, ignore_eos: true }),
     });
     if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
     await res.json();
@@ -74,7 +77,7 @@ const id = health.model;
 let base;
 try {
   // A warm-up request (page cache, expert cache, first-pass costs) before timing.
-  await client(999);
+  await client(999, 1, warmup);
   for (const C of clients) {
     const m0 = await metrics();
     const t0 = performance.now();
@@ -86,6 +89,7 @@ try {
       clients: C, parallel: health.parallel, seconds: secs, completion_tokens: toks,
       tokens_per_s: toks / secs, passes: m1.passes - m0.passes,
       rows_per_pass: (m1.rows - m0.rows) / Math.max(1, m1.passes - m0.passes),
+      fused_prompt_rows: m1.fused - m0.fused,
       bytes_per_token: (m1.bytes - m0.bytes) / Math.max(1, toks),
     };
     base ??= rec;

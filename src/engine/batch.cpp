@@ -57,79 +57,86 @@ void Batch::step() {
   for (Slot& s : slots_)
     if (s.gen && s.gen->poll_cancelled()) retire(s);
 
-  // Prefill: a chunk of every joining generation, oldest first, in one pass
-  // (their spine and expert reads shared), at most the oldest one's chunk size
-  // of rows in all, so a long prompt holds the decoding ones up by one chunk.
+  // The decoding generations' rows: each one's pending token and its drafts.
+  std::vector<Slot*> in;
+  std::vector<std::vector<int>> rows;
+  size_t decode_rows = 0;
+  auto decode = [&](Slot& s) {
+    in.push_back(&s);
+    rows.push_back(s.gen->rows());
+    decode_rows += rows.back().size();
+  };
+  for (Slot& s : slots_)
+    if (s.gen && !s.gen->prefilling() && !s.gen->done()) decode(s);
+
+  // A chunk of every joining generation, oldest first, rides in the same pass
+  // (the spine and expert reads shared with the decode rows): at most the
+  // oldest one's chunk size of rows in all, decode rows included, so a long
+  // prompt holds the decoding ones up by one chunk's compute.
   std::vector<Slot*> joining;
   for (Slot& s : slots_)
     if (s.gen && s.gen->prefilling()) joining.push_back(&s);
   std::sort(joining.begin(), joining.end(), [](const Slot* a, const Slot* b) { return a->order < b->order; });
   std::vector<Slot*> pre;
-  std::vector<Session*> pre_sessions;
-  std::vector<std::vector<int>> pre_chunks;
-  size_t budget = joining.empty() ? 0 : size_t(std::max(joining[0]->gen->prefill_chunk_tokens(), 1));
+  std::vector<std::vector<int>> pre_rows;
+  const size_t chunk = joining.empty() ? 0 : size_t(std::max(joining[0]->gen->prefill_chunk_tokens(), 1));
+  size_t budget = chunk > decode_rows ? chunk - decode_rows : 1;  // a prompt always moves
   for (Slot* s : joining) {
     if (budget == 0) break;
-    std::span<const int> rows;
+    std::span<const int> r;
     try {
-      rows = s->gen->prefill_rows(std::min<size_t>(budget, size_t(std::max(s->gen->prefill_chunk_tokens(), 1))));
+      r = s->gen->prefill_rows(std::min<size_t>(budget, size_t(std::max(s->gen->prefill_chunk_tokens(), 1))));
     } catch (...) {
       retire(*s, std::current_exception());
       continue;
     }
-    if (rows.empty()) {  // ended, or resumed its whole prompt from the cache
+    if (r.empty()) {  // ended, or resumed its whole prompt from the cache: then it decodes now
       if (s->gen->done()) retire(*s);
+      else if (!s->gen->prefilling()) decode(*s);
       continue;
     }
-    budget -= rows.size();
+    budget -= r.size();
     pre.push_back(s);
-    pre_sessions.push_back(s->session.get());
-    pre_chunks.emplace_back(rows.begin(), rows.end());
+    pre_rows.emplace_back(r.begin(), r.end());
   }
-  if (!pre.empty()) {
-    try {
-      Session::feed_together(pre_sessions, pre_chunks, Logits::Last, prefill_logits_);
-    } catch (...) {
-      const std::exception_ptr e = std::current_exception();
-      for (Slot* s : pre) retire(*s, e);
-      pre.clear();
-    }
-    const size_t V = size_t(pre.empty() ? 0 : pre_sessions[0]->model().config().vocab_size);
-    for (size_t i = 0; i < pre.size(); i++) {
-      std::exception_ptr error;
-      try {
-        pre[i]->gen->prefill_fed(prefill_logits_.data() + i * V);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      if (error || pre[i]->gen->done()) retire(*pre[i], error);
-    }
-  }
+  if (in.empty() && pre.empty()) return;
 
-  std::vector<Slot*> in;
+  // ONE pass: the prompt chunks first (their last rows' logits), then the decode rows (every row's).
   std::vector<Session*> sessions;
-  std::vector<std::vector<int>> chunks;
-  for (Slot& s : slots_)
-    if (s.gen && !s.gen->prefilling() && !s.gen->done()) {
-      in.push_back(&s);
-      sessions.push_back(s.session.get());
-      chunks.push_back(s.gen->rows());
-    }
-  if (in.empty()) return;
+  std::vector<std::vector<int>> chunks = std::move(pre_rows);
+  for (Slot* s : pre) sessions.push_back(s->session.get());
+  for (Slot* s : in) sessions.push_back(s->session.get());
+  chunks.insert(chunks.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    Session::feed_together(sessions, chunks, Logits::All, logits_);
+    Session::feed_together(sessions, chunks, Logits::All, logits_, pre.size());
   } catch (...) {
     const std::exception_ptr e = std::current_exception();
+    for (Slot* s : pre) retire(*s, e);
     for (Slot* s : in) retire(*s, e);
     return;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const size_t V = size_t(sessions[0]->model().config().vocab_size);
+  for (size_t i = 0; i < pre.size(); i++) {
+    std::exception_ptr error;
+    try {
+      pre[i]->gen->prefill_fed(logits_.data() + i * V);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (error || pre[i]->gen->done()) retire(*pre[i], error);
+  }
+  if (in.empty()) {
+    stats_.prompt_passes++;
+    return;
+  }
   stats_.passes++;
+  if (!pre.empty()) stats_.fused_passes++;
+  for (size_t i = 0; i < pre.size(); i++) stats_.prompt_rows += chunks[i].size();
   stats_.last_sequences = int(in.size());
   stats_.last_rows = 0;
-  size_t at = 0;
+  size_t at = pre.size();
   for (size_t i = 0; i < in.size(); i++) {
     Generation& g = *in[i]->gen;
     const GenerateResult before = g.result();
@@ -139,8 +146,9 @@ void Batch::step() {
     } catch (...) {
       error = std::current_exception();
     }
-    at += chunks[i].size();
-    stats_.last_rows += int(chunks[i].size());
+    const size_t n = chunks[pre.size() + i].size();
+    at += n;
+    stats_.last_rows += int(n);
     const GenerateResult& after = g.result();
     stats_.tokens += uint64_t(after.generated_tokens - before.generated_tokens);
     stats_.draft_proposed += uint64_t(after.draft_proposed - before.draft_proposed);

@@ -3,13 +3,16 @@
 // A Batch holds `slots` sessions. add() starts a generation in a free one (the
 // session whose tokens are the longest prefix of the prompt, so a chat's next
 // turn resumes its own live state; the shared PrefixCache does the rest). Each
-// step(): generations whose opt.cancelled says so leave; the prefilling ones
-// feed a prompt chunk each in one pass (oldest first, at most one chunk's
-// worth of rows in all: a long prompt delays the others by one chunk per step,
-// not by its whole prefill; short prompts joining together share a pass); then
-// ONE pass (Session::feed_together, k3/model.h's forward_rows) feeds the rows
-// of every decoding generation: its pending token and its drafts. Drafting and batching combine: a pass has
-// sum(1 + drafts) rows. A generation that ends leaves at once (its session is
+// step(): generations whose opt.cancelled says so leave; then ONE pass
+// (Session::feed_together, k3/model.h's forward_rows) feeds the rows of every
+// decoding generation (its pending token and its drafts: drafting and
+// batching combine, sum(1 + drafts) rows) together with a prompt chunk of each
+// joining one (oldest first, at most one chunk's worth of rows in all, decode
+// rows included: a long prompt delays the others by one chunk's compute per
+// step, not by its whole prefill, and a joining prompt costs no pass of its
+// own: it shares the decode pass's spine and expert reads). A joining
+// generation samples its first token from its prompt's last row and decodes
+// from the next step. A generation that ends leaves at once (its session is
 // free before the next step) and on_done gets its result.
 //
 // Each generation reports exactly the tokens it reports alone (forward_rows is
@@ -47,8 +50,10 @@ class Batch {
   void step();
 
   struct Stats {
-    uint64_t passes = 0;  // decode passes (prefill chunks not counted)
-    uint64_t rows = 0;    // rows of those passes
+    uint64_t passes = 0;  // passes with decode rows (those with only prompt chunks not counted)
+    uint64_t rows = 0;    // decode rows of those passes
+    uint64_t fused_passes = 0, prompt_rows = 0;  // of those, passes a joining prompt's chunk rode in, and its rows
+    uint64_t prompt_passes = 0;  // passes of prompt chunks only (nothing was decoding)
     uint64_t tokens = 0;  // tokens those passes reported
     uint64_t draft_proposed = 0, draft_accepted = 0;
     int last_rows = 0;      // rows of the latest pass
@@ -69,7 +74,7 @@ class Batch {
   std::vector<Slot> slots_;
   uint64_t added_ = 0;
   Stats stats_;
-  std::vector<float> logits_, prefill_logits_;  // apart: a joining one's first token is sampled from the latter
+  std::vector<float> logits_;  // the latest pass's: [prompt chunks' last rows + decode rows][V]
 };
 
 }  // namespace sluice

@@ -1,7 +1,7 @@
 // Batch: generations decoded together report, token for token, what each
 // reports alone (greedy and seeded sampling, with drafts accepted and
-// rejected, prompts prefilled in chunks between passes), including one that
-// joins mid-way, one the caller stops and one cancelled (it leaves at once);
+// rejected, prompts prefilled in chunks that ride in the decode passes: one
+// pass per step), including ones that join mid-way, one the caller stops and one cancelled (it leaves at once);
 #include "engine/batch.h"
 
 #include <gtest/gtest.h>
@@ -150,13 +150,18 @@ TEST(Batch, EachGenerationAsAloneWhileOthersJoinAndLeave) {
   while (next < js.size() || b.active() > 0) {
     // Two start together; the rest join mid-way, as slots free up.
     if (next < js.size() && !b.full() && (next < 2 || steps > 3)) add();
+    const Batch::Stats before = b.stats();
     b.step();
     steps++;
+    // One pass per step: a joining prompt's chunk rides in the decode pass.
+    EXPECT_LE(b.stats().passes + b.stats().prompt_passes, before.passes + before.prompt_passes + 1);
     most_sequences = std::max(most_sequences, b.stats().last_sequences);
     most_rows = std::max(most_rows, b.stats().last_rows);
     ASSERT_LT(steps, 1000);
   }
   EXPECT_EQ(most_sequences, 3);
+  EXPECT_GT(b.stats().fused_passes, 2u);  // prompts joined while others decoded
+  EXPECT_GT(b.stats().prompt_rows, b.stats().fused_passes);
   EXPECT_GT(most_rows, 3);  // drafts rode along with other sequences' rows
   uint64_t tokens = 0;
   for (size_t i = 0; i < js.size(); i++) {

@@ -32,7 +32,7 @@ const std::vector<float>& Session::verify(std::span<const int> tokens) {
 }
 
 void Session::feed_together(std::span<Session* const> sessions, std::span<const std::vector<int>> chunks,
-                            Logits which, std::vector<float>& logits) {
+                            Logits which, std::vector<float>& logits, size_t prompt_chunks) {
   if (sessions.size() != chunks.size()) fail("feed_together", "one chunk per session");
   if (sessions.empty()) fail("feed_together", "no sessions");
   Model& m = sessions[0]->model_;
@@ -41,8 +41,9 @@ void Session::feed_together(std::span<Session* const> sessions, std::span<const 
     Session& s = *sessions[i];
     if (&s.model_ != &m) fail("feed_together", "sessions of different models");
     s.undo_.T = 0;
-    const bool verifying = which == Logits::All && chunks[i].size() > 1;
-    seqs.push_back({&s.state_, chunks[i], verifying ? &s.undo_ : nullptr});
+    const bool prompt = i < prompt_chunks;
+    const bool verifying = which == Logits::All && !prompt && chunks[i].size() > 1;
+    seqs.push_back({&s.state_, chunks[i], verifying ? &s.undo_ : nullptr, prompt});
   }
   forward_rows(m, seqs, which, &logits);
   for (size_t i = 0; i < sessions.size(); i++)

@@ -44,9 +44,11 @@ class Session {
   // One pass over several sessions (engine/batch.h: k3/model.h's forward_rows),
   // each bitwise as if fed alone. Logits::All: session i feeds chunks[i] like
   // verify() (a chunk of one like step()) and `logits` gets [all rows][V] in
-  // order; Logits::Last: like prefill(), `logits` gets [sessions][V].
+  // order; Logits::Last: like prefill(), `logits` gets [sessions][V]. The
+  // first `prompt_chunks` sessions feed like prefill() either way (a prompt
+  // chunk riding in a pass of decode rows) and give only their last row.
   static void feed_together(std::span<Session* const> sessions, std::span<const std::vector<int>> chunks,
-                            Logits which, std::vector<float>& logits);
+                            Logits which, std::vector<float>& logits, size_t prompt_chunks = 0);
 
   void reset();
   const std::vector<int>& tokens() const { return tokens_; }

@@ -397,18 +397,26 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
   if (first_moe < c.num_hidden_layers) start_guess(m, first_moe);
 
   if (which == Logits::None || !logits) return;
-  // Only the rows whose logits are wanted: all, or each sequence's last.
-  int n = T;
-  if (which == Logits::All) {
-    mix(m.globals.u_out, mixed.data());
-  } else {
-    n = int(seqs.size());
-    int end = 0;
-    for (int i = 0; i < n; i++) {
-      end += lens[size_t(i)];
-      mix(m.globals.u_out, mixed.data() + size_t(i) * H, end - 1, 1);
+  // Only the rows whose logits are wanted: all, or each sequence's last (a
+  // last_only one's under All), packed in order. Rows are independent here.
+  // Consecutive wanted rows go through one mix() call.
+  int n = 0, run_from = 0, run_len = 0, first = 0;
+  auto flush = [&] {
+    if (run_len) mix(m.globals.u_out, mixed.data() + size_t(n) * H, run_from, run_len);
+    n += run_len;
+    run_len = 0;
+  };
+  for (size_t i = 0; i < seqs.size(); i++) {
+    const int len = lens[i];
+    const int want = which == Logits::All && !seqs[i].last_only ? len : 1;
+    if (run_from + run_len != first + len - want) {
+      flush();
+      run_from = first + len - want;
     }
+    run_len += want;
+    first += len;
   }
+  flush();
   be.rmsnorm_rows(mixed.data(), H, m.spine->vec(m.globals.final_norm), n, H, eps, normed.data(), H);
   logits->resize(size_t(n) * V);
   m.spine->matmul(m.spine->head(), normed.data(), n, logits->data());

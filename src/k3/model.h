@@ -170,10 +170,14 @@ void forward(Model& m, SequenceState& state, std::span<const int> tokens, Logits
 // matrix, the spine and each distinct routed expert, is read once for all rows.
 // Each row's logits are bitwise what forwarding its sequence alone gives.
 // logits: All: [all rows][V] in order; Last: [sequences][V], each one's last row.
+// A sequence marked last_only gives only its last row under All too (a prompt
+// chunk riding in a pass of decode rows: engine/batch.h), so logits then holds
+// [wanted rows][V] in sequence order.
 struct SequenceRows {
   SequenceState* state = nullptr;
   std::span<const int> tokens;
   ChunkUndo* undo = nullptr;  // as forward()'s
+  bool last_only = false;
 };
 void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
                   ForwardTrace* trace = nullptr);

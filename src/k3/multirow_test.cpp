@@ -1,14 +1,16 @@
 // forward_rows: one pass over rows of several sequences gives each row the
 // logits (and each sequence the state) of forwarding that sequence alone,
 // bitwise: on the fixture, resident and streamed (every spine piece read
-// through the ring), and on generated shapes; with Logits::All and Last, with
-// sequences of different lengths and histories, and with undo records.
+// through the ring), and on generated shapes; with Logits::All and Last, and
+// All with some sequences wanting only their last row; with sequences of
+// different lengths and histories, and with undo records.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <string>
 
 #include "checkpoint/synthetic_model.h"
 #include "k3/model.h"
@@ -33,7 +35,11 @@ void expect_rows_equal_alone(Model& m, uint32_t seed) {
     history.push_back(toks(1 + int(rng() % 7)));
     rows.push_back(toks(1 + i % 4));
   }
-  for (Logits which : {Logits::All, Logits::Last}) {
+  // mixed: All, with sequences 0 and 2 marked last_only (prompt chunks riding with decode rows).
+  for (const std::string mode : {"all", "last", "mixed"}) {
+    SCOPED_TRACE(mode);
+    const Logits which = mode == "last" ? Logits::Last : Logits::All;
+    auto last_only = [&](int i) { return mode == "mixed" && i % 2 == 0; };
     std::vector<SequenceState> together, alone;
     for (int i = 0; i < R; i++) {
       together.push_back(SequenceState::create(m.config()));
@@ -42,14 +48,15 @@ void expect_rows_equal_alone(Model& m, uint32_t seed) {
     }
     std::vector<ChunkUndo> undos(R);
     std::vector<SequenceRows> seqs;
-    for (int i = 0; i < R; i++) seqs.push_back({&together[size_t(i)], rows[size_t(i)], i % 2 ? &undos[size_t(i)] : nullptr});
+    for (int i = 0; i < R; i++)
+      seqs.push_back({&together[size_t(i)], rows[size_t(i)], i % 2 ? &undos[size_t(i)] : nullptr, last_only(i)});
     std::vector<float> got;
     forward_rows(m, seqs, which, &got);
     size_t at = 0;
     for (int i = 0; i < R; i++) {
       SCOPED_TRACE(i);
       std::vector<float> want;
-      forward(m, alone[size_t(i)], rows[size_t(i)], which, &want);
+      forward(m, alone[size_t(i)], rows[size_t(i)], last_only(i) ? Logits::Last : which, &want);
       ASSERT_LE(at + want.size(), got.size());
       EXPECT_EQ(0, std::memcmp(got.data() + at, want.data(), want.size() * sizeof(float)));
       at += want.size();

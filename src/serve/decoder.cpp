@@ -1,8 +1,8 @@
 // serve/decoder.cpp — the decode thread (serve/server_impl.h): the one user of
 // the model. It takes generations from its inbox into the Batch (up to
 // --parallel N; the scheduler's tickets keep more from being handed over) and
-// steps the batch: one prefill chunk of a joining request, then one pass over
-// the rows of every decoding one. Requests' threads wait on their Running.
+// steps the batch: one pass over the rows of every decoding request and a
+// prompt chunk of each joining one. Requests' threads wait on their Running.
 #include "serve/server_impl.h"
 
 namespace sluice::serve {
@@ -75,6 +75,7 @@ void Server::Impl::decode_loop() {
       metrics.observe("sluice_rows_per_pass", double(s.last_rows));
       metrics.add("sluice_decode_passes_total", double(s.passes - last.passes));
       metrics.add("sluice_decode_rows_total", double(s.rows - last.rows));
+      metrics.add("sluice_fused_prompt_rows_total", double(s.prompt_rows - last.prompt_rows));
       metrics.add("sluice_draft_proposed_total", double(s.draft_proposed - last.draft_proposed));
       metrics.add("sluice_draft_accepted_total", double(s.draft_accepted - last.draft_accepted));
       metrics.set("sluice_weight_bytes_read_total", double(model_bytes_read(*model)));

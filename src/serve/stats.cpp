@@ -21,6 +21,7 @@ void Server::Impl::declare_metrics() {
   m.gauge("sluice_active_sequences", "Generations being prefilled or decoded now.");
   m.counter("sluice_decode_passes_total", "Decode passes (each over the rows of every decoding sequence).");
   m.counter("sluice_decode_rows_total", "Rows of those passes (each sequence's next token and its drafts).");
+  m.counter("sluice_fused_prompt_rows_total", "Joining prompts' rows that rode in those passes.");
   m.counter("sluice_draft_proposed_total", "Draft tokens verified.");
   m.counter("sluice_draft_accepted_total", "Draft tokens accepted.");
   m.counter("sluice_weight_bytes_read_total",
@@ -105,6 +106,7 @@ json Server::Impl::stats() const {
       {"decode",
        {{"passes", batch_stats.passes},
         {"rows", batch_stats.rows},
+        {"fused_prompt_rows", batch_stats.prompt_rows},
         {"tokens", batch_stats.tokens},
         {"rows_per_pass", batch_stats.passes ? double(batch_stats.rows) / double(batch_stats.passes) : 0.0},
         {"tokens_per_pass", batch_stats.passes ? double(batch_stats.tokens) / double(batch_stats.passes) : 0.0},

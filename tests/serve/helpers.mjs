@@ -30,10 +30,11 @@ export async function waitFor(cond, ms, what) {
 }
 
 // Starts `sluice serve --port 0` and resolves once it printed its port. One
-// generation at a time (--parallel 1) unless args say otherwise; the fixture
-// model unless args name one.
-export async function startServer(args = []) {
-  const parallel = args.includes('--parallel') ? [] : ['--parallel', '1'];
+// generation at a time (--parallel 1) unless args say otherwise or
+// opts.defaultParallel (no --parallel: the server's default for its budget);
+// the fixture model unless args name one.
+export async function startServer(args = [], opts = {}) {
+  const parallel = args.includes('--parallel') || opts.defaultParallel ? [] : ['--parallel', '1'];
   const model = args.includes('--model') ? [] : ['--model', MODEL];
   const proc = spawn(BIN, ['serve', ...model, '--host', '127.0.0.1', '--port', '0', ...parallel, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],

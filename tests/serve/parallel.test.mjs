@@ -1,7 +1,8 @@
 // `sluice serve --parallel N` on nanoK3 with the official openai client: 8
 // concurrent clients with different prompts each get, greedy, exactly what they
-// get alone (--parallel 4: four decode together and four wait; --parallel 8:
-// all together), and the concurrent requests take fewer passes than alone
+// get alone (the default --parallel for the budget; --parallel 4: four decode
+// together and four wait; --parallel 8: all together; joining prompts ride in
+// the decode passes), and the concurrent requests take fewer passes than alone
 // (their rows share passes); a client that disconnects mid-batch frees its row
 // at once (/metrics' active sequences drop and a new request runs while the
 // others still generate).
@@ -41,11 +42,20 @@ const pick = (r) => ({ ids: r.choices[0].token_ids, text: r.choices[0].text, fin
 
 let alone; // each prompt's reply with the server to itself
 
-test('--parallel 4 and 8: 8 concurrent clients get, greedy, what each gets alone', async () => {
-  for (const n of [4, 8]) {
-    const srv = await startServer(['--model', NANO, '--parallel', String(n), '--queue', '8']);
+test('the default --parallel, 4 and 8: 8 concurrent clients get, greedy, what each gets alone', async () => {
+  for (const want of ['default', 4, 8]) {
+    const flags = want === 'default' ? [] : ['--parallel', String(want)];
+    const srv = await startServer(['--model', NANO, ...flags, '--queue', '8'], { defaultParallel: true });
     try {
       const health = await (await fetch(srv.url + '/health')).json();
+      let n = want;
+      if (want === 'default') {
+        // Chosen for the budget: nanoK3's states are small, so more than one decodes together.
+        const m = srv.stderr().match(/--parallel (\d+): up to \1 sequences decoded together \(the default for this budget\)/);
+        assert.ok(m, srv.stderr());
+        n = Number(m[1]);
+        assert.ok(n >= 2, `default --parallel ${n}`);
+      }
       assert.equal(health.parallel, n);
       assert.match(srv.stderr(), new RegExp(`--parallel ${n}: up to ${n} sequences`));
       const client = new OpenAI({ baseURL: srv.baseURL, apiKey: 'none', maxRetries: 0, timeout: 120000 });
