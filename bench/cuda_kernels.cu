@@ -67,22 +67,6 @@ __global__ void fill_bf16(uint16_t* p, size_t n, uint64_t seed) {
   }
 }
 
-// Reads every 16-byte word once; the XOR keeps the loads alive.
-__global__ void read_kernel(const uint4* __restrict__ p, size_t n, uint32_t* out) {
-  uint32_t acc = 0;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    const uint4 a = __ldg(p + i), b = __ldg(p + i + stride), c = __ldg(p + i + 2 * stride), d = __ldg(p + i + 3 * stride);
-    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
-  }
-  for (; i < n; i += stride) {
-    const uint4 a = __ldg(p + i);
-    acc ^= a.x ^ a.y ^ a.z ^ a.w;
-  }
-  out[size_t(blockIdx.x) * blockDim.x + threadIdx.x] = acc;
-}
-
 void* dev_alloc(size_t bytes) {
   void* p = nullptr;
   ok(cudaMalloc(&p, bytes), "cudaMalloc");
@@ -186,13 +170,13 @@ int main(int argc, char** argv) {
   const size_t read_bytes = size_t(quick ? 1 : 4) << 30;
   uint8_t* big = static_cast<uint8_t*>(dev_alloc(read_bytes));
   random_bytes(big, read_bytes, 1);
-  uint32_t* sink = static_cast<uint32_t*>(dev_alloc(sizeof(uint32_t) * 132 * 64 * 1024));
+  uint32_t* sink = static_cast<uint32_t*>(dev_alloc(sizeof(uint32_t)));
   int sms = 0;
   ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "attr");
   double best_read = 0;
   for (int per_sm : {4, 8, 16}) {
     const double ms = time_ms(5, [&](int) {
-      read_kernel<<<sms * per_sm, 512>>>(reinterpret_cast<const uint4*>(big), read_bytes / 16, sink);
+      cuda::read_all(big, read_bytes, sink, sms * per_sm);
     });
     const double gbs = double(read_bytes) / (ms * 1e-3) / 1e9;
     std::printf("read kernel, %2d blocks/SM × 512 threads                   %9.3f ms %8.1f GB/s\n", per_sm, ms, gbs);

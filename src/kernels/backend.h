@@ -44,28 +44,26 @@ using WeightOwner = uint32_t;
 // A fresh owner id (thread-safe; never 0, never repeated in this process).
 WeightOwner next_weight_owner();
 
-// A bf16 matrix [rows][cols], row-major (y = W x). `w` need not be 2-byte
-// aligned (a safetensors shard may put a tensor at an odd offset).
-struct Bf16Ref {
-  const uint16_t* w = nullptr;
+// A matrix [rows][cols] stored row after row (y = W x), `w` at its first
+// row, not necessarily aligned (a safetensors shard may put a tensor at an
+// odd offset; a pack puts rows back to back):
+//   Bf16Ref: one bf16 per element;
+//   Int8Ref: the int8 spine (kernels/ref.h): each row ref::int8_row_bytes(cols)
+//            bytes, its FP32 group scales first, then an int8 per element.
+template <class Element>
+struct RowsRef {
+  const Element* w = nullptr;
   int rows = 0, cols = 0;
   WeightOwner owner = 0;
 };
+using Bf16Ref = RowsRef<uint16_t>;
+using Int8Ref = RowsRef<uint8_t>;
 
 // An MXFP4 matrix [rows][cols] (spec §2.9): packed [rows][cols/2], element 2i
 // in the low nibble; scale [rows][cols/32] E8M0. cols % 32 == 0.
 struct Mxfp4Ref {
   const uint8_t* packed = nullptr;
   const uint8_t* scale = nullptr;
-  int rows = 0, cols = 0;
-  WeightOwner owner = 0;
-};
-
-// An int8 matrix [rows][cols] with per-group FP32 scales (the int8 spine,
-// kernels/ref.h): each row ref::int8_row_bytes(cols) bytes, the scales first.
-// `w` need not be aligned (a pack puts rows back to back).
-struct Int8Ref {
-  const uint8_t* w = nullptr;
   int rows = 0, cols = 0;
   WeightOwner owner = 0;
 };

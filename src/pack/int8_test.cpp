@@ -115,20 +115,9 @@ TEST(Int8, LogitsAreOneSetOfBitsInEveryMode) {
   EXPECT_EQ(open_model(t.dir.string())->spine->pack(), nullptr);  // the default stays exact
   std::vector<float> first;
   uint64_t int8_streamed = 0;
-  struct Mode {
-    uint64_t budget, chunk;
-    int threads;
-  };
-  for (const Mode& mode : {Mode{0, 64 << 20, 1}, Mode{2 << 20, 64 << 20, 3}, Mode{2 << 20, 16 << 10, 2},
-                           Mode{5 << 19, 16 << 10, 1}, Mode{3 << 20, 16 << 10, 3}}) {
-    SCOPED_TRACE("budget " + std::to_string(mode.budget) + " chunk " + std::to_string(mode.chunk) + " threads " +
-                 std::to_string(mode.threads));
-    kernels::set_num_threads(mode.threads);
-    ModelOptions o = want8;
-    o.ram_budget = mode.budget;
-    o.spine_chunk_bytes = mode.chunk;
-    o.max_context = 256;
-    auto m = open_model(t.dir.string(), o);
+  for (const pack_test::SpineMode& mode : pack_test::kSpineModes) {
+    SCOPED_TRACE(pack_test::mode_name(mode));
+    auto m = open_model(t.dir.string(), pack_test::in_mode(want8, mode));
     ASSERT_NE(m->spine->pack(), nullptr);
     // int8 is half the bytes: at 3 MiB the whole spine fits; at 2 and 2.5 MiB it streams.
     EXPECT_EQ(m->plan.spine_resident, mode.budget == 0 || mode.budget == (3 << 20));

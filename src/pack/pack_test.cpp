@@ -67,21 +67,9 @@ TEST(Pack, LosslessLogitsAreBitIdenticalInEveryMode) {
 
   write_pack(open_checkpoint(t.dir.string()), {});
   uint64_t bf16_streamed = 0, packed_streamed = 0;
-  struct Mode {
-    uint64_t budget, chunk;
-    int threads;
-  };
-  // Resident; streamed with whole matrices and with 16 KiB pieces; partly resident at two budgets.
-  for (const Mode& mode : {Mode{0, 64 << 20, 1}, Mode{2 << 20, 64 << 20, 3}, Mode{2 << 20, 16 << 10, 2},
-                           Mode{5 << 19, 16 << 10, 1}, Mode{3 << 20, 16 << 10, 3}}) {
-    SCOPED_TRACE("budget " + std::to_string(mode.budget) + " chunk " + std::to_string(mode.chunk) + " threads " +
-                 std::to_string(mode.threads));
-    kernels::set_num_threads(mode.threads);
-    ModelOptions o;
-    o.ram_budget = mode.budget;
-    o.spine_chunk_bytes = mode.chunk;
-    o.max_context = 256;
-    auto m = open_model(t.dir.string(), o);  // the default: the pack, since it is there
+  for (const pack_test::SpineMode& mode : pack_test::kSpineModes) {
+    SCOPED_TRACE(pack_test::mode_name(mode));
+    auto m = open_model(t.dir.string(), pack_test::in_mode({}, mode));  // the default: the pack, since it is there
     ASSERT_NE(m->spine->pack(), nullptr);
     EXPECT_EQ(m->plan.spine_resident, mode.budget == 0);
     EXPECT_EQ(run_all(*m, toks, false), want_prefill);

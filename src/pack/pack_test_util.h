@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint.h"
 #include "engine/session_test_util.h"
 #include "k3/model.h"
+#include "kernels/threads.h"
 #include "pack/pack.h"
 
 namespace sluice::pack_test {
@@ -38,6 +39,29 @@ inline std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "";
+}
+
+// The spine settings every pack format runs in: resident; streamed with whole
+// matrices and with 16 KiB pieces; partly resident at two budgets.
+struct SpineMode {
+  uint64_t budget, chunk;
+  int threads;
+};
+inline constexpr SpineMode kSpineModes[] = {
+    {0, 64 << 20, 1}, {2 << 20, 64 << 20, 3}, {2 << 20, 16 << 10, 2}, {5 << 19, 16 << 10, 1}, {3 << 20, 16 << 10, 3}};
+
+// `o` in mode m, for a 256-token context; sets the kernel thread count too.
+inline ModelOptions in_mode(ModelOptions o, const SpineMode& m) {
+  kernels::set_num_threads(m.threads);
+  o.ram_budget = m.budget;
+  o.spine_chunk_bytes = m.chunk;
+  o.max_context = 256;
+  return o;
+}
+
+inline std::string mode_name(const SpineMode& m) {
+  return "budget " + std::to_string(m.budget) + " chunk " + std::to_string(m.chunk) + " threads " +
+         std::to_string(m.threads);
 }
 
 // Flips one bit of the byte at `offset` of `path`.

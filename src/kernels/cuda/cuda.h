@@ -86,6 +86,12 @@ struct Mxfp4Launch {
 };
 Mxfp4Launch mxfp4_last_launch();
 
+// ---- the read ceiling ----------------------------------------------------
+// Reads `bytes` (a multiple of 16) at p once, 16-byte loads on `blocks`
+// blocks of 512 threads: the HBM bandwidth a weight-bound kernel can reach.
+// `sink` (one uint32) keeps the loads alive; what it holds means nothing.
+void read_all(const void* p, size_t bytes, uint32_t* sink, int blocks, void* stream = nullptr);
+
 // ---- element-wise and row ops --------------------------------------------
 // Y[t] = rmsnorm(X[t]; w, eps) for t < n rows of width `width` (ref::rmsnorm).
 void rmsnorm_rows(const float* X, const float* w, int n, int width, float eps, float* Y, void* stream = nullptr);

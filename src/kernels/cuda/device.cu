@@ -1,10 +1,35 @@
-// kernels/cuda/device.cu — which GPU, if any.
+// kernels/cuda/device.cu — which GPU, if any, and its read ceiling.
 #include <cstdio>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda.h"
 
 namespace sluice::cuda {
+
+namespace {
+
+// Reads every 16-byte word once; the XOR keeps the loads alive.
+__global__ void read_kernel(const uint4* __restrict__ p, size_t n, uint32_t* out) {
+  uint32_t acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = __ldg(p + i), b = __ldg(p + i + stride), c = __ldg(p + i + 2 * stride), d = __ldg(p + i + 3 * stride);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 a = __ldg(p + i);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  if (acc == 0x9e3779b9u) out[0] = acc;  // almost never: only keeps the loads
+}
+
+}  // namespace
+
+void read_all(const void* p, size_t bytes, uint32_t* sink, int blocks, void* stream) {
+  read_kernel<<<blocks, 512, 0, detail::as_stream(stream)>>>(static_cast<const uint4*>(p), bytes / 16, sink);
+  detail::check_launch("read kernel");
+}
 
 int device_count() {
   int n = 0;
