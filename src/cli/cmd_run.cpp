@@ -56,6 +56,7 @@ struct RunArgs {
   bool ids = false, stats = false, hide_reasoning = false;
   std::string draft = "suffix";
   int draft_max = DraftOptions{}.max_tokens;
+  std::string draft_window = "adaptive";
 };
 
 // Ctrl-C: the first one cancels the running generation; a second one, or one
@@ -125,6 +126,7 @@ struct Runner {
     o.stop_ids = std::move(stop_ids);
     o.cancelled = [] { return g_interrupts.load() > 0; };
     o.draft.max_tokens = a.draft == "none" ? 0 : a.draft_max;
+    o.draft.fixed_window = a.draft_window == "fixed";
     o.prefill_chunk_tokens = a.batch;
     return o;
   }
@@ -354,6 +356,10 @@ Command reg("run", "Generate from a prompt, or chat (interactively on a terminal
   CLI::Option* seed = sub.add_option("-s,--seed", a->seed, "Sampling seed (default: random)");
   sub.add_option("--stop", a->stop, "Stop sequence (repeatable); matched on the text, never printed");
   sub.add_option("--draft", a->draft, "Speculative drafts from the text itself: suffix, or none (off)")
+      ->capture_default_str();
+  sub.add_option("--draft-window", a->draft_window,
+                 "adaptive (drafts per pass follow acceptance) or fixed (always up to --draft-max; for comparisons)")
+      ->check(CLI::IsMember({"adaptive", "fixed"}))
       ->capture_default_str();
   sub.add_option("--draft-max", a->draft_max, "Most draft tokens verified per pass")
       ->capture_default_str()

@@ -1,7 +1,8 @@
 // Batch: generations decoded together report, token for token, what each
 // reports alone (greedy and seeded sampling, with drafts accepted and
 // rejected, prompts prefilled in chunks that ride in the decode passes: one
-// pass per step), including ones that join mid-way, one the caller stops and one cancelled (it leaves at once);
+// pass per step), including ones that join mid-way, one the caller stops and
+// one cancelled (it leaves at once);
 #include "engine/batch.h"
 
 #include <gtest/gtest.h>

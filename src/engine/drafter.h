@@ -26,6 +26,7 @@ struct DraftOptions {
   int min_match = 2;    // shortest suffix match that proposes anything
   int max_match = 64;   // matches are not extended past this (longer ones are as good)
   int max_candidates = 64;  // earlier occurrences of the last token examined, most recent first
+  bool fixed_window = false;  // every pass drafts up to max_tokens (engine/generate.h: the window otherwise adapts)
 };
 
 // A bounded store of recent token sequences (outputs of earlier requests),

@@ -239,8 +239,13 @@ void Generation::absorb(const float* logits, double seconds) {
       next_ = sampler_.sample(std::span<const float>(cur_, V_));
       draft_window_ = std::min(opt_.draft.max_tokens, 2 * draft_window_);
     } else if (going) {
-      draft_window_ = int(keep);  // keep - 1 drafts stood: try one more than that next
+      // keep - 1 drafts stood: halve the window, but try at least one more than
+      // that. (Cutting it to `keep` at once lost drafts on repetitive text,
+      // where a miss is one branching point and the next match is good again:
+      // docs/benchmarks.md, issue 14.)
+      draft_window_ = std::max(int(keep), draft_window_ / 2);
     }
+    if (opt_.draft.fixed_window) draft_window_ = opt_.draft.max_tokens;
     if (keep < chunk_.size()) {
       const auto tr = std::chrono::steady_clock::now();
       s_.keep_verified(int(keep));

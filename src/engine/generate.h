@@ -168,8 +168,9 @@ class Generation {
   Phase phase_ = Phase::prefill;
   bool started_ = false, drafting_;
   // Drafts proposed per pass: the whole --draft-max while every draft stands,
-  // cut to one more than were accepted after a miss (a rejected row costs a
-  // pass's compute for it and a rollback), doubled back after a full success.
+  // halved after a miss but never below one more than were accepted (a
+  // rejected row costs a pass's compute for it and a rollback), doubled back
+  // after a full success; DraftOptions::fixed_window keeps it at --draft-max.
   int draft_window_;
   size_t V_, reused_ = 0, fed_ = 0, feeding_ = 0;
   std::chrono::steady_clock::time_point t0_;
