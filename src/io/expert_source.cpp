@@ -56,8 +56,12 @@ std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck) {
 
 // ---- io_uring + O_DIRECT + RAM cache ----------------------------------------
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <deque>
 #include <unordered_map>
 
@@ -79,12 +83,15 @@ class DirectExperts : public ExpertSource {
     const uint64_t cap = SpanReader::direct_capacity(span_);
     max_bypass_ = std::max<uint64_t>(1, opt.inflight_bytes / std::max<uint64_t>(cap, 1));
     first_moe_ = ck.config.first_k_dense_replace;
+    start_populating();
   }
 
   // Guesses may still be in flight: they read into the cache's slots and the
   // bypass buffers, which are destroyed before reader_ (declared first), so
   // let every read land before anything is freed.
   ~DirectExperts() override {
+    stop_populating_ = true;
+    if (populator_.joinable()) populator_.join();
     for (size_t n = reader_.outstanding(); n > 0; n--) {
       try {
         reader_.wait_any();
@@ -424,6 +431,27 @@ class DirectExperts : public ExpertSource {
       free_bypass_.push_back(-2 - slot);
   }
 
+  // Fresh memory is zeroed by the kernel on first touch, and an O_DIRECT read
+  // into untouched pages does that inside io_uring_enter, on the thread that
+  // submits: the first reads into the cache's slots (a prefill's) stalled
+  // compute for seconds (4 GiB of slots cost 10-15 s of page clearing on this
+  // VM, so a bigger budget made prefill slower). So the slots' memory is
+  // allocated now (address space only) and a helper thread faults it in, in
+  // the order slots are handed out, with MADV_POPULATE_WRITE: it never writes
+  // data, so a read landing in the same pages meanwhile is safe. Where the
+  // kernel lacks it (before 5.14) the helper just stops.
+  void start_populating() {
+    std::vector<std::span<uint8_t>> spans;
+    for (int s = 0; s < cache_.slot_count(); s++) spans.push_back(cache_.slot_buffer(s));
+    if (spans.empty()) return;
+    populator_ = std::thread([this, spans = std::move(spans)] {
+      for (const std::span<uint8_t>& m : spans) {
+        if (stop_populating_) return;
+        if (::madvise(m.data(), m.size(), MADV_POPULATE_WRITE) != 0) return;
+      }
+    });
+  }
+
   // The bytes a guess's read covers (its aligned superset).
   uint64_t aligned_bytes(const Guess& g) const {
     const FileSpan& s = ck_.experts[size_t(g.layer)][size_t(g.expert)];
@@ -558,6 +586,8 @@ class DirectExperts : public ExpertSource {
   uint64_t last_fetch_ns_ = 0, last_busy_ns_ = 0;
   bool in_fetch_ = false;  // pump() then leaves completions to the fetch's own loop
   ExpertStats stats_;
+  std::atomic<bool> stop_populating_{false};
+  std::thread populator_;  // faults the slots' memory in (start_populating)
 };
 
 }  // namespace
