@@ -59,11 +59,13 @@ int run_prefetch(const SimArgs& a) {
                 double(p.guesses[l]) / double(ids.size()));
   }
   std::printf("all    %6.3f  %9.3f\n", p.recall(), p.precision());
-  std::printf("reads: %llu guesses issued, %llu used, %llu withdrawn unread, %llu wasted (%s read for nothing); "
-              "%llu cache hits\n",
+  std::printf("reads: %llu guesses issued, %llu used, %llu withdrawn unread (%llu by a better estimate), %llu cut "
+              "part-read, %llu wasted whole (%s read for nothing); %llu cache hits\n",
               (unsigned long long)e.prefetched, (unsigned long long)e.prefetch_used,
-              (unsigned long long)e.prefetch_cancelled, (unsigned long long)e.prefetch_wasted,
-              format_bytes(e.prefetch_wasted * c.expert_span_bytes()).c_str(), (unsigned long long)e.cache_hits);
+              (unsigned long long)(e.prefetch_cancelled + e.prefetch_withdrawn),
+              (unsigned long long)e.prefetch_withdrawn, (unsigned long long)e.prefetch_cut,
+              (unsigned long long)e.prefetch_wasted, format_bytes(e.prefetch_wasted_bytes).c_str(),
+              (unsigned long long)e.cache_hits);
   return 0;
 }
 

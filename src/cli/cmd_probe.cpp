@@ -5,6 +5,7 @@
 // asked for, and prints GB/s per depth (one JSON object per line with --json).
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "io/bandwidth_probe.h"
+#include "io/depth_profile.h"
 
 namespace sluice::cli {
 namespace {
@@ -27,6 +29,7 @@ struct ProbeArgs {
   double seconds = 5;
   double budget_gb = 8;
   bool json = false;
+  bool save = false;  // record the chosen depth for this disk (io/depth_profile.h)
 };
 
 int run_probe(const ProbeArgs& a) {
@@ -43,7 +46,9 @@ int run_probe(const ProbeArgs& a) {
       if (!path.empty()) std::filesystem::remove(path);
     }
   } cleanup{made && !a.keep ? a.make_file : std::string()};
+  const std::string device = device_of(files.front());
 
+  std::map<int, double> gbps;
   for (int qd : a.depths) {
     ProbeOptions o;
     o.read_bytes = a.read_bytes;
@@ -52,6 +57,7 @@ int run_probe(const ProbeArgs& a) {
     o.reader.queue_depth = qd;
     o.reader.chunk_bytes = a.chunk_bytes;
     ProbeResult r = measure_read_ceiling(files, o);
+    gbps[qd] = r.gbps;
     if (a.json)
       std::printf(
           "{\"queue_depth\":%d,\"chunk_bytes\":%llu,\"read_bytes\":%llu,\"gbps\":%.3f,"
@@ -65,6 +71,12 @@ int run_probe(const ProbeArgs& a) {
                   (unsigned long long)a.chunk_bytes, r.io_uring ? "io_uring" : "pread threads",
                   r.direct ? "O_DIRECT" : "buffered: not a device ceiling");
     std::fflush(stdout);
+  }
+  if (a.save) {
+    const std::string path = depth_profile_path();
+    const int qd = save_depth_profile(path, device, gbps);
+    std::fprintf(stderr, "saved queue depth %d for device %s in %s (models on it read at that depth)\n", qd,
+                 device.c_str(), path.c_str());
   }
   return 0;
 }
@@ -85,6 +97,9 @@ Command reg("probe", "Measure the O_DIRECT read bandwidth ceiling of files or a 
               sub.add_option("--seconds", a->seconds, "Time limit per queue depth");
               sub.add_option("--budget-gb", a->budget_gb, "Byte limit per queue depth in GB");
               sub.add_flag("--json", a->json, "One JSON object per queue depth");
+              sub.add_flag("--save", a->save,
+                           "Record the shallowest depth within 5% of the best rate for this disk; the engine "
+                           "reads at it when --queue-depth is not given");
               *act = [a] {
                 if (a->files.empty() && a->make_file.empty())
                   throw Error("probe: give --file or --make-file");

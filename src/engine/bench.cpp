@@ -3,6 +3,8 @@
 // measured seconds away from it (these disks swing 2-3x within a minute).
 #include "engine/bench.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -21,6 +23,13 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// CPU seconds this process has used (all threads, user + system).
+double cpu_s() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 double median(std::vector<double> v) {
@@ -143,13 +152,15 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   // The replayer's and the probe's read buffers live beside the engine: the
   // plan sets them aside (a whole-process budget holds them too).
   ModelOptions mo = opt.model;
+  bool depth_saved = false;
+  if (mo.queue_depth <= 0) mo.queue_depth = default_queue_depth(dir, &depth_saved);
   {
     const ModelConfig cfg = load_model_config(dir);
     const SpanReaderOptions ro;
     const uint64_t span = cfg.num_experts > 0 ? cfg.expert_span_bytes() : (16ull << 20);
     const uint64_t cap = SpanReader::direct_capacity(span);
     const uint64_t per_span = (cap + ro.chunk_bytes - 1) / ro.chunk_bytes;
-    const uint64_t slots = (uint64_t(std::max(opt.model.queue_depth, 1)) + per_span - 1) / per_span + 1;
+    const uint64_t slots = (uint64_t(mo.queue_depth) + per_span - 1) / per_span + 1;
     const uint64_t replay = opt.replay && cfg.num_experts > 0 ? slots * cap : 0;  // io/bandwidth_probe.h read_spans
     const uint64_t probe = opt.probe_seconds > 0 ? slots * cap : 0;
     mo.extra_bytes += replay + probe;
@@ -161,7 +172,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   const double open_s = now_s() - t_open;
   const ModelConfig& c = m->config();
   SpanReaderOptions io;
-  io.queue_depth = opt.model.queue_depth;
+  io.queue_depth = mo.queue_depth;
 
   // A reproducible prompt of ordinary (non-special) ids.
   std::mt19937_64 rng(opt.seed);
@@ -173,7 +184,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   const ExpertStats e0 = m->experts->stats();
   const uint64_t spine0 = m->spine->bytes_read();
   const SpanStreamStats ss0 = m->spine->stream_stats();
-  const double t0 = now_s();
+  const double t0 = now_s(), cpu0 = cpu_s();
   const auto fed = [&](size_t done, size_t total) {
     if (opt.prefill_progress) opt.prefill_progress(done, total);
     return true;
@@ -181,6 +192,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   s.prefill_chunked(prompt, std::max(opt.prefill_chunk_tokens, 1), fed);
   int next = argmax(s.logits());
   const double ttft = now_s() - t0;
+  const double prefill_cpu = cpu_s() - cpu0;
   const ExpertStats e1 = m->experts->stats();
   const uint64_t spine1 = m->spine->bytes_read();
   const double prefill_depth = ttft > 0 ? double(e1.read_depth_ns - e0.read_depth_ns) / 1e9 / ttft : 0.0;
@@ -228,7 +240,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     for (size_t l = 0; l < b.idle_before_layer_ns.size(); l++)
       st.idle_before_layer[l] =
           double(b.idle_before_layer_ns[l] - (l < a.idle_before_layer_ns.size() ? a.idle_before_layer_ns[l] : 0)) / 1e9;
-    st.wasted = (b.prefetch_wasted - a.prefetch_wasted) * c.expert_span_bytes();
+    st.wasted = b.prefetch_wasted_bytes - a.prefetch_wasted_bytes;
     steps.push_back(st);
     // After every step (the first too: it brackets the first steady step).
     if (opt.replay) {
@@ -301,7 +313,8 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
                       {"ring", m->plan.ring},
                       {"streamed_per_token", m->spine->streamed_bytes_per_pass(true)}};
   j["expert_cache_bytes"] = m->plan.expert_cache;
-  j["queue_depth"] = opt.model.queue_depth;
+  j["queue_depth"] = mo.queue_depth;
+  j["queue_depth_source"] = opt.model.queue_depth > 0 ? "option" : depth_saved ? "probe profile" : "default";
   j["open_s"] = open_s;
   j["prompt_tokens"] = opt.prompt_tokens;
   j["prefill_chunk_tokens"] = opt.prefill_chunk_tokens;
@@ -328,8 +341,10 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   j["prefetch_wasted_bytes_per_token"] = n > 0 ? double(wasted_b) / n : 0.0;
   {
     const ExpertStats e = m->experts->stats();
-    j["prefetch"] = {{"spans", e.prefetched}, {"used", e.prefetch_used}, {"cancelled", e.prefetch_cancelled},
-                     {"wasted", e.prefetch_wasted}, {"in_flight_at_fetch", e.prefetch_pending}};
+    j["prefetch"] = {{"spans", e.prefetched},         {"used", e.prefetch_used},
+                     {"cancelled", e.prefetch_cancelled}, {"withdrawn", e.prefetch_withdrawn},
+                     {"cut", e.prefetch_cut},             {"wasted", e.prefetch_wasted},
+                     {"wasted_bytes", e.prefetch_wasted_bytes}, {"in_flight_at_fetch", e.prefetch_pending}};
     const Prefetcher& p = m->prefetcher;
     std::vector<double> rec, prec;
     for (size_t l = 0; l < p.needed.size(); l++) {
@@ -365,6 +380,8 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     j["prefill_io_wait_s"] = prefill_io_wait;
     j["prefill_compute_floor_tok_s"] = double(opt.prompt_tokens) / prefill_compute_s;
     j["prefill_of_compute_floor"] = prefill_compute_s / ttft;
+    // CPU seconds per wall second during the prefill: how many cores it kept busy.
+    j["prefill_cores_busy"] = ttft > 0 ? prefill_cpu / ttft : 0.0;
   }
   j["prefetch_recall"] = m->prefetcher.recall();
   j["loader_idle_s_per_token"] = n > 0 ? idle / n : 0.0;
@@ -393,6 +410,12 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   j["ceiling_io_uring"] = uring;
   j["io_efficiency"] = ceiling > 0 ? achieved / ceiling : 0.0;
   j["step_over_floor"] = ceiling > 0 && bytes_pt > 0 ? step_median / (bytes_pt / (ceiling * 1e9)) : 0.0;
+  // Which floor binds: the step's bytes at the ceiling, or its compute (the
+  // step less its waits for reads). When compute is the larger, no read order
+  // can bring step_over_floor to 1: the disk must idle part of the step.
+  const double io_floor = ceiling > 0 ? bytes_pt / (ceiling * 1e9) : 0.0;
+  j["io_floor_s_per_token"] = io_floor;
+  j["bound"] = median(compute_s) > io_floor ? "compute" : "io";
   j["step_efficiency_vs_bracketing_replays"] = step_eff;
   j["step_efficiency_median"] = median(step_eff);
   return j;

@@ -56,8 +56,12 @@ std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck) {
 
 // ---- io_uring + O_DIRECT + RAM cache ----------------------------------------
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <deque>
 #include <unordered_map>
 
@@ -79,12 +83,15 @@ class DirectExperts : public ExpertSource {
     const uint64_t cap = SpanReader::direct_capacity(span_);
     max_bypass_ = std::max<uint64_t>(1, opt.inflight_bytes / std::max<uint64_t>(cap, 1));
     first_moe_ = ck.config.first_k_dense_replace;
+    start_populating();
   }
 
   // Guesses may still be in flight: they read into the cache's slots and the
   // bypass buffers, which are destroyed before reader_ (declared first), so
   // let every read land before anything is freed.
   ~DirectExperts() override {
+    stop_populating_ = true;
+    if (populator_.joinable()) populator_.join();
     for (size_t n = reader_.outstanding(); n > 0; n--) {
       try {
         reader_.wait_any();
@@ -129,6 +136,7 @@ class DirectExperts : public ExpertSource {
       const bool needed = g.layer == layer && std::find(experts.begin(), experts.end(), g.expert) != experts.end();
       if (needed && g.slot >= 0 && !g.ticket && cache_.find(g.layer, g.expert) != g.slot) {
         stats_.prefetch_wasted++;  // landed, then evicted before its layer came
+        stats_.prefetch_wasted_bytes += aligned_bytes(g);
         continue;
       }
       if (needed) {
@@ -136,18 +144,13 @@ class DirectExperts : public ExpertSource {
         if (g.slot < 0) mine.push_back(g);  // a cache-slot guess is found by the lookup below
         continue;
       }
-      if (g.ticket && reader_.cancel(g.ticket)) {
-        waiting_.erase(g.ticket);
-        if (g.slot >= 0) {
-          slot_ticket_.erase(g.slot);
-          cache_.erase(g.slot);
-        } else {
-          free_bypass_.push_back(-2 - g.slot);
-        }
+      if (g.ticket && drop_unstarted(g)) {
         stats_.prefetch_cancelled++;
         continue;
       }
+      if (g.ticket && cut_started(g)) continue;  // never delays a needed read
       stats_.prefetch_wasted++;
+      stats_.prefetch_wasted_bytes += aligned_bytes(g);
       if (!g.ticket && g.slot < 0) free_bypass_.push_back(-2 - g.slot);  // landed in a spare buffer
     }
     guesses_ = std::move(later);
@@ -230,6 +233,12 @@ class DirectExperts : public ExpertSource {
                                      .count());
       Waiting w{};
       if (!landed(c, &w)) continue;  // cannot happen: every ticket is recorded
+      if (c.cut && w.own) {  // a guess withdrawn part-read that this fetch needs after all: read it again
+        outstanding--;
+        to_read.push_back(w.i);
+        submit_more();
+        continue;
+      }
       if (!w.own) {
         guess_landed(c.ticket, w.slot, c.data);
         continue;
@@ -253,8 +262,36 @@ class DirectExperts : public ExpertSource {
     for (int e : experts) hints_.push_back({layer, e});
   }
 
+  void withdraw(int layer, std::span<const int> keep) override {
+    if (filler_) return filler_->withdraw(layer, keep);
+    auto kept = [&](int e) { return std::binary_search(keep.begin(), keep.end(), e); };
+    hints_.erase(std::remove_if(hints_.begin(), hints_.end(),
+                                [&](const auto& h) { return h.first == layer && !kept(h.second); }),
+                 hints_.end());
+    std::vector<Guess> stay;
+    for (const Guess& g : guesses_) {
+      if (g.layer != layer || kept(g.expert) || !g.ticket) {
+        stay.push_back(g);
+        continue;
+      }
+      if (drop_unstarted(g)) {
+        stats_.prefetch_withdrawn++;
+        continue;
+      }
+      if (!cut_started(g)) stay.push_back(g);  // all of it already issued: let it land
+    }
+    guesses_ = std::move(stay);
+  }
+
   void pump() override {
-    if (filler_ || in_fetch_) return;
+    if (filler_) return;
+    if (in_fetch_) {  // inside a fetch's `use`: keep the queue full, hand nothing back
+      try {
+        reader_.progress();
+      } catch (const Error&) {  // the fetch's own wait reports it
+      }
+      return;
+    }
     try {
       Completed c;
       while (reader_.poll(&c)) {
@@ -385,12 +422,63 @@ class DirectExperts : public ExpertSource {
     last_busy_ns_ = r.busy_ns;
   }
 
-  // Drops the fetch's hold on a finished read: unpins its slot or frees its bypass buffer.
+  // Drops the fetch's hold on a finished read: unpins its slot or frees its
+  // bypass buffer (slot -1: nothing held).
   void release(int slot) {
     if (slot >= 0)
       cache_.unpin(slot);
-    else
+    else if (slot <= -2)
       free_bypass_.push_back(-2 - slot);
+  }
+
+  // Fresh memory is zeroed by the kernel on first touch, and an O_DIRECT read
+  // into untouched pages does that inside io_uring_enter, on the thread that
+  // submits: the first reads into the cache's slots (a prefill's) stalled
+  // compute for seconds (4 GiB of slots cost 10-15 s of page clearing on this
+  // VM, so a bigger budget made prefill slower). So the slots' memory is
+  // allocated now (address space only) and a helper thread faults it in, in
+  // the order slots are handed out, with MADV_POPULATE_WRITE: it never writes
+  // data, so a read landing in the same pages meanwhile is safe. Where the
+  // kernel lacks it (before 5.14) the helper just stops.
+  void start_populating() {
+    std::vector<std::span<uint8_t>> spans;
+    for (int s = 0; s < cache_.slot_count(); s++) spans.push_back(cache_.slot_buffer(s));
+    if (spans.empty()) return;
+    populator_ = std::thread([this, spans = std::move(spans)] {
+      for (const std::span<uint8_t>& m : spans) {
+        if (stop_populating_) return;
+        if (::madvise(m.data(), m.size(), MADV_POPULATE_WRITE) != 0) return;
+      }
+    });
+  }
+
+  // The bytes a guess's read covers (its aligned superset).
+  uint64_t aligned_bytes(const Guess& g) const {
+    const FileSpan& s = ck_.experts[size_t(g.layer)][size_t(g.expert)];
+    return SpanReader::direct_bytes(s.offset, s.length);
+  }
+
+  // Withdraws a guess whose read has not started; its slot or buffer is free at once.
+  bool drop_unstarted(const Guess& g) {
+    if (!reader_.cancel(g.ticket)) return false;
+    waiting_.erase(g.ticket);
+    if (g.slot >= 0) {
+      slot_ticket_.erase(g.slot);
+      cache_.erase(g.slot);
+    } else {
+      free_bypass_.push_back(-2 - g.slot);
+    }
+    return true;
+  }
+
+  // Stops a wrong guess's read part way: its chunks not yet issued never are;
+  // it lands (cut) later and landed() frees its slot or buffer then.
+  bool cut_started(const Guess& g) {
+    const uint64_t before = reader_.stats().bytes_not_read;
+    if (!reader_.cut(g.ticket)) return false;
+    stats_.prefetch_cut++;
+    stats_.prefetch_wasted_bytes += aligned_bytes(g) - (reader_.stats().bytes_not_read - before);
+    return true;
   }
 
   // After a failed fetch: waits out every read in flight (a failed one is
@@ -436,6 +524,16 @@ class DirectExperts : public ExpertSource {
     if (it == waiting_.end()) return false;
     *w = it->second;
     waiting_.erase(it);
+    if (c.cut) {  // a wrong guess stopped part way: its slot or buffer holds nothing
+      if (w->slot >= 0) {
+        slot_ticket_.erase(w->slot);
+        cache_.erase(w->slot);
+      } else {
+        free_bypass_.push_back(-2 - w->slot);
+      }
+      w->slot = -1;
+      return true;
+    }
     if (w->slot >= 0) {
       cache_.set_ready(w->slot, c.data);
       slot_ticket_.erase(w->slot);
@@ -488,6 +586,8 @@ class DirectExperts : public ExpertSource {
   uint64_t last_fetch_ns_ = 0, last_busy_ns_ = 0;
   bool in_fetch_ = false;  // pump() then leaves completions to the fetch's own loop
   ExpertStats stats_;
+  std::atomic<bool> stop_populating_{false};
+  std::thread populator_;  // faults the slots' memory in (start_populating)
 };
 
 }  // namespace

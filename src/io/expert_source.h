@@ -30,6 +30,9 @@ struct ExpertStats {
   uint64_t prefetch_wasted = 0;  // prefetched spans read whole that their layer did not need
   uint64_t prefetch_cancelled = 0;  // wrong guesses withdrawn before any byte was read
   uint64_t prefetch_pending = 0;    // guesses in flight when a fetch started (overlap across the boundary)
+  uint64_t prefetch_withdrawn = 0;  // guesses dropped by withdraw() (a better estimate) before their read started
+  uint64_t prefetch_cut = 0;        // wrong guesses stopped part-read (withdraw() or their layer's fetch)
+  uint64_t prefetch_wasted_bytes = 0;  // bytes read for guesses nobody used (whole wasted spans and cut parts)
   // The expert reader's clock: time with reads in flight, reads in flight
   // integrated over time (/ wall time = mean depth), and per layer the time
   // it sat with nothing in flight before that layer's fetch (since the
@@ -59,8 +62,13 @@ class ExpertSource {
   // fetch of `layer` withdraws the wrong guesses not yet started. Wrong
   // guesses cost bandwidth, never correctness. Default: ignored.
   virtual void prefetch(int /*layer*/, std::span<const int> /*experts*/) {}
-  // Lets reads progress between fetches (collects finished reads so that
-  // queued ones are issued): the forward pass calls it between matrices.
+  // A better estimate for `layer` came in: its guesses not in `keep` (sorted)
+  // are dropped: hints not issued forgotten, reads not started withdrawn,
+  // reads under way cut short (landed ones stay: they cost nothing more).
+  virtual void withdraw(int /*layer*/, std::span<const int> /*keep*/) {}
+  // Lets reads progress (collects finished reads so that queued ones are
+  // issued): the forward pass calls it between matrices, the MoE between an
+  // expert's matrices inside fetch()'s `use`.
   virtual void pump() {}
   virtual ExpertStats stats() const { return {}; }
   // While `log` is set, every span read from a local file is appended to it

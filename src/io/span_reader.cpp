@@ -72,6 +72,7 @@ struct Request {
   uint64_t next_issue = 0;  // superset bytes handed to ops so far
   int ops_running = 0;
   bool urgent = false;
+  bool cut = false;  // cut(): nothing more is issued, and no data is handed back
   std::string error;
 };
 
@@ -92,6 +93,7 @@ struct Result {
   uint64_t length = 0;
   AlignedBuffer owned;
   std::string error;
+  bool cut = false;
 };
 
 }  // namespace
@@ -237,11 +239,12 @@ struct SpanReader::Impl {
     }
     requests.emplace(ticket, std::move(r));
     if (urgent) {
-      // Behind other urgent spans and a partly issued one, ahead of the rest.
+      // Behind other urgent spans, ahead of the rest (a partly issued
+      // speculative span resumes after it).
       auto at = pending.begin();
       while (at != pending.end()) {
         auto q = requests.find(*at);
-        if (q == requests.end() || !(q->second.urgent || q->second.next_issue > 0)) break;
+        if (q != requests.end() && !q->second.urgent) break;
         ++at;
       }
       requests.at(ticket).urgent = true;
@@ -259,7 +262,28 @@ struct SpanReader::Impl {
     give_back_buffer(std::move(it->second.buffer));
     requests.erase(it);  // pump() skips its entry in `pending`
     stats.cancelled++;
+    stats.bytes_not_read += it->second.alen;
     return true;
+  }
+
+  bool cut(uint64_t ticket) {
+    auto it = requests.find(ticket);
+    if (it == requests.end()) return false;
+    Request& r = it->second;
+    if (r.next_issue == 0 && r.ops_running == 0) return cancel(ticket);
+    if (r.next_issue >= r.alen || !r.error.empty()) return false;
+    stats.cut++;
+    stats.bytes_not_read += r.alen - r.next_issue;
+    r.cut = true;
+    r.next_issue = r.alen;  // pump() drops it from `pending`; it finishes when its ops land
+    if (r.ops_running == 0) finish_request(ticket);
+    return true;
+  }
+
+  void progress() {
+    check_usable();
+    if (ops_in_flight > 0) reap(false);
+    else pump();
   }
 
   AlignedBuffer take_buffer(uint64_t size) {
@@ -380,7 +404,12 @@ struct SpanReader::Impl {
     Request& r = it->second;
     Result res;
     res.ticket = ticket;
-    if (r.error.empty()) {
+    if (r.cut) {
+      const FileEntry& f = files[size_t(r.file)];
+      if (!f.direct) posix_fadvise(f.fd, off_t(r.astart), off_t(r.alen), POSIX_FADV_DONTNEED);
+      res.cut = true;
+      give_back_buffer(std::move(r.buffer));
+    } else if (r.error.empty()) {
       const FileEntry& f = files[size_t(r.file)];
       if (!f.direct)  // buffered read: keep the page cache clean of these bytes
         posix_fadvise(f.fd, off_t(r.astart), off_t(r.alen), POSIX_FADV_DONTNEED);
@@ -440,6 +469,7 @@ struct SpanReader::Impl {
     if (!r.error.empty()) throw Error(r.error);
     Completed c;
     c.ticket = r.ticket;
+    c.cut = r.cut;
     c.data = r.data;
     c.length = r.length;
     c.owned = std::move(r.owned);
@@ -510,6 +540,8 @@ uint64_t SpanReader::submit(int file, uint64_t offset, uint64_t length, std::spa
   return impl_->submit(file, offset, length, dest, urgent);
 }
 bool SpanReader::cancel(uint64_t ticket) { return impl_->cancel(ticket); }
+bool SpanReader::cut(uint64_t ticket) { return impl_->cut(ticket); }
+void SpanReader::progress() { impl_->progress(); }
 Completed SpanReader::wait_any() { return impl_->wait_any(); }
 bool SpanReader::poll(Completed* out) { return impl_->poll(out); }
 Completed SpanReader::wait(uint64_t ticket) { return impl_->wait(ticket); }

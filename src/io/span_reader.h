@@ -55,6 +55,8 @@ struct ReadStats {
   uint64_t busy_ns = 0;          // wall time with at least one read in flight
   uint64_t depth_ns = 0;         // reads in flight integrated over time: / wall ns = mean depth
   uint64_t cancelled = 0;        // spans cancel() withdrew before any byte was read
+  uint64_t cut = 0;              // started spans cut() stopped short
+  uint64_t bytes_not_read = 0;   // superset bytes cancel() and cut() saved
 };
 
 // One finished span. `data` points at its first byte and stays valid while the
@@ -64,6 +66,7 @@ struct Completed {
   const uint8_t* data = nullptr;
   uint64_t length = 0;
   AlignedBuffer owned;
+  bool cut = false;  // stopped by cut(): data is null, the destination is free again
 };
 
 // Whether this process may use io_uring (seccomp and gVisor often forbid it).
@@ -100,13 +103,24 @@ class SpanReader {
   // otherwise dest must hold `length` bytes: the superset goes through a bounce
   //   buffer and the span is copied to dest[0, length).
   // The destination must stay alive and untouched until the span completes.
-  // urgent: its chunks go ahead of every span not yet started (a read the
-  // caller waits for overtakes speculative ones); else FIFO.
+  // urgent: its chunks go ahead of every chunk of a non-urgent span not yet
+  // issued, a partly issued span's rest included (a read the caller waits for
+  // overtakes speculative ones); else FIFO.
   uint64_t submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest = {}, bool urgent = false);
   // Withdraws a span none of whose chunks has been issued yet: true, and its
   // ticket is forgotten (never returned), its destination free at once. False
   // when reading has started (it completes as usual) or it already finished.
   bool cancel(uint64_t ticket);
+  // Stops a started span: its chunks not yet issued never are. It completes
+  // as usual once its issued chunks land, with Completed::cut set and no
+  // data; its destination is free only then. True when the span was cut (or
+  // withdrawn entirely, as by cancel); false when every chunk was already
+  // issued or it finished: it then completes whole.
+  bool cut(uint64_t ticket);
+  // Collects finished reads and issues queued chunks without blocking or
+  // handing anything back (wait_any/poll still return them): call it while
+  // computing so the device queue stays full.
+  void progress();
 
   // Blocks until some span finishes and returns it; throws if that span
   // failed or if nothing is outstanding.

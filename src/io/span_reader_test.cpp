@@ -233,6 +233,74 @@ TEST(SpanReader, UrgentSpansOvertakeQueuedOnesAndUnstartedSpansCancel) {
   }
 }
 
+// A started speculative span yields to an urgent one between its chunks, and
+// cut() stops what of it is not issued yet: it comes back marked, with no data.
+TEST(SpanReader, UrgentSpansOvertakeAPartlyIssuedOneAndCutStopsIt) {
+  ScratchDir dir;
+  auto data = testing::pattern_bytes(1 << 20, 6);
+  auto p = dir.write("f.bin", data);
+  for (const Mode& m : kModes) {
+    SCOPED_TRACE(m.name);
+    SpanReader reader({p}, options_for(m, 1, 64 << 10));
+    const uint64_t a = reader.submit(0, 0, 3 * 65536);  // three chunks, the first issued at once
+    const uint64_t d = reader.submit(0, 500000, 5000, {}, /*urgent=*/true);
+    std::vector<uint64_t> order;
+    while (reader.outstanding() > 0) {
+      Completed got = reader.wait_any();
+      const uint64_t off = got.ticket == a ? 0 : 500000;
+      ASSERT_EQ(std::memcmp(got.data, data.data() + off, got.length), 0);
+      order.push_back(got.ticket);
+    }
+    EXPECT_EQ(order, (std::vector<uint64_t>{d, a}));
+
+    const uint64_t b = reader.submit(0, 65536, 3 * 65536);  // started
+    const uint64_t c = reader.submit(0, 700000, 5000);      // not started
+    const uint64_t e = reader.submit(0, 800000, 5000);
+    EXPECT_TRUE(reader.cut(b));
+    EXPECT_FALSE(reader.cut(b));
+    EXPECT_TRUE(reader.cut(c));  // nothing issued: withdrawn, never handed back
+    std::vector<uint64_t> got_tickets;
+    while (reader.outstanding() > 0) {
+      Completed got = reader.wait_any();
+      got_tickets.push_back(got.ticket);
+      if (got.ticket == b) {
+        EXPECT_TRUE(got.cut);
+        EXPECT_EQ(got.data, nullptr);
+      } else {
+        EXPECT_FALSE(got.cut);
+        ASSERT_EQ(std::memcmp(got.data, data.data() + 800000, 5000), 0);
+      }
+    }
+    EXPECT_EQ(got_tickets, (std::vector<uint64_t>{b, e}));
+    EXPECT_FALSE(reader.cut(e));  // finished
+    const ReadStats s = reader.stats();
+    EXPECT_EQ(s.cut, 1u);
+    EXPECT_EQ(s.cancelled, 1u);
+    EXPECT_EQ(s.spans, 3u);  // a, d, e: a cut span is not delivered
+    EXPECT_EQ(s.bytes_not_read, 2u * 65536 + SpanReader::direct_bytes(700000, 5000));  // b's last two chunks, all of c
+  }
+}
+
+// progress() keeps the queue moving without handing anything back.
+TEST(SpanReader, ProgressIssuesQueuedChunksAndKeepsResultsForPoll) {
+  ScratchDir dir;
+  auto data = testing::pattern_bytes(1 << 20, 7);
+  auto p = dir.write("f.bin", data);
+  for (const Mode& m : kModes) {
+    SCOPED_TRACE(m.name);
+    SpanReader reader({p}, options_for(m, 1, 64 << 10));
+    for (int i = 0; i < 3; i++) reader.submit(0, uint64_t(i) * 100000, 5000);
+    for (int spins = 0; reader.stats().spans < 3 && spins < 10000000; spins++) reader.progress();
+    EXPECT_EQ(reader.stats().spans, 3u);  // depth 1: the second and third were issued by progress()
+    EXPECT_EQ(reader.outstanding(), 3u);
+    for (int i = 0; i < 3; i++) {
+      Completed c;
+      ASSERT_TRUE(reader.poll(&c));
+      ASSERT_EQ(std::memcmp(c.data, data.data() + (c.ticket - 1) * 100000, 5000), 0);
+    }
+  }
+}
+
 TEST(SpanReader, SpanPastEndOfFileIsAnErrorNamingFileOffsetLength) {
   ScratchDir dir;
   auto p = dir.write("short.bin", testing::pattern_bytes(10000, 5));

@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "base/numeric.h"
 #include "k3/layers.h"
+#include "io/depth_profile.h"
 #include "io/span_reader.h"
 
 namespace sluice {
@@ -29,6 +30,12 @@ uint64_t default_ram_budget() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return 8ull << 30;
   return uint64_t(pages) * uint64_t(page) / 4 * 3;  // leave a quarter to the OS and the page cache
+}
+
+int default_queue_depth(const std::string& dir, bool* saved) {
+  const int qd = saved_queue_depth(dir);
+  if (saved) *saved = qd > 0;
+  return qd > 0 ? qd : 16;
 }
 
 uint64_t resident_bytes() {
@@ -194,8 +201,9 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine, opt.spine_pack), m->backend);
   m->plan = plan_memory(m->ck, *m->spine, opt);
   if (opt.on_plan) opt.on_plan(m->plan);
+  m->queue_depth = opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(dir);
   SpanReaderOptions io;
-  io.queue_depth = opt.queue_depth;
+  io.queue_depth = m->queue_depth;
   m->spine->start(m->plan.resident_pieces, m->plan.ring, io, opt.load_progress);
   std::unique_ptr<ExpertSource> filler = opt.miss_filler ? opt.miss_filler(m->ck) : nullptr;
   if (!filler && (opt.pread_experts || m->ck.config.num_experts == 0)) {
@@ -204,7 +212,7 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
     DirectSourceOptions d;
     d.cache_bytes = m->plan.expert_cache;
     d.inflight_bytes = m->plan.expert_buffers;
-    d.queue_depth = opt.queue_depth;
+    d.queue_depth = m->queue_depth;
     m->experts = make_direct_expert_source(m->ck, d, std::move(filler));
   }
   m->spine->set_between_matrices([e = m->experts.get()] { e->pump(); });
@@ -217,27 +225,41 @@ namespace {
 // Prefetch guesses for MoE layer n: the experts the previous token chose
 // there, plus layer n's router (always resident) applied to estimates of its
 // FFN input as they become available ("lookahead": the residual stream changes
-// little between adjacent layers). Every estimate adds its top-k per row; the
-// new guesses are hinted at once (ExpertSource::prefetch) and start behind
-// the reads a fetch waits for.
-void add_lookahead(Model& m, int n, const float* y, int rows) {
+// little between adjacent layers). An estimate adds the first `per_row` of
+// each row's top-k (in descending score); the new guesses are hinted at once
+// (ExpertSource::prefetch) and start behind the reads a fetch waits for.
+// `replace`: this estimate is the best there will be before the layer's
+// router runs, so the earlier guesses it does not confirm are withdrawn (not
+// started) or cut short (under way): they are mostly wrong and their reads
+// would only compete with needed ones.
+void add_lookahead(Model& m, int n, const float* y, int rows, int per_row, bool replace) {
   const ModelConfig& c = m.config();
   const int E = c.num_experts, K = c.num_experts_per_token;
   Prefetcher& p = m.prefetcher;
   std::vector<int>& g = p.guess[size_t(n)];
   std::vector<float> logits(size_t(rows) * E), wts(size_t(rows) * K);
-  std::vector<int> ids(size_t(rows) * K), added;
+  std::vector<int> ids(size_t(rows) * K), added, mine;
   const Backend& be = *m.backend;
   be.matmul_bf16(m.spine->resident(m.spine->router(n)), y, rows, logits.data());
   be.route(logits.data(), m.spine->vec(m.spine->router_bias(n)), rows, E, K, 1.0f, ids.data(), wts.data());
+  per_row = std::clamp(per_row, 0, K);
   for (int r = 0; r < rows; r++) {
-    for (int e : std::span<const int>(ids).subspan(size_t(r) * K, size_t(K)))
+    for (int e : std::span<const int>(ids).subspan(size_t(r) * K, size_t(per_row))) {
+      mine.push_back(e);
       if (!std::binary_search(g.begin(), g.end(), e) &&
           std::find(added.begin(), added.end(), e) == added.end())
         added.push_back(e);
+    }
   }
-  g.insert(g.end(), added.begin(), added.end());
-  std::sort(g.begin(), g.end());
+  if (replace) {
+    std::sort(mine.begin(), mine.end());
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+    m.experts->withdraw(n, mine);
+    g = mine;
+  } else {
+    g.insert(g.end(), added.begin(), added.end());
+    std::sort(g.begin(), g.end());
+  }
   m.experts->prefetch(n, added);
 }
 
@@ -334,18 +356,19 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
   // Layer n's FFN input as it would be from P now (layer n's attention still
   // missing): its router applied to that is the lookahead for layer n.
   std::vector<float> ahead(TH);
-  auto look_ahead = [&](int n) {
+  const int K = c.num_experts_per_token;
+  auto look_ahead = [&](int n, bool replace) {
     if (n >= c.num_hidden_layers || !c.is_moe_layer(n) || !m.experts) return;
     const LayerWeights& f = m.spine->ffn(n);
     mix(f.u_mlp, ahead.data());
     be.rmsnorm_rows(ahead.data(), H, m.spine->vec(f.post_norm), T, H, eps, ahead.data(), H);
-    add_lookahead(m, n, ahead.data(), T);
+    add_lookahead(m, n, ahead.data(), T, K, replace);
   };
   int first_moe = 0;
   while (first_moe < c.num_hidden_layers && !c.is_moe_layer(first_moe)) first_moe++;
   if (first_moe < c.num_hidden_layers) {
     start_guess(m, first_moe);
-    look_ahead(first_moe);
+    look_ahead(first_moe, false);  // from the embedding alone: too rough to overrule the previous route
   }
 
   for (int l = 0; l < c.num_hidden_layers; l++) {
@@ -378,7 +401,12 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
     if (c.is_moe_layer(l)) {
       if (l + 1 < c.num_hidden_layers && c.is_moe_layer(l + 1)) {
         start_guess(m, l + 1);
-        add_lookahead(m, l + 1, normed.data(), T);  // layer l's FFN input: the earliest estimate
+        // Layer l's FFN input: the earliest estimate. A decode step guesses
+        // only its surest few here (most of the rest were wrong and read for
+        // nothing); a chunk's rows all of theirs (their union is most of the
+        // next layer's need, and its reads have a whole layer to land).
+        const int early = m.prefetcher.early_per_row;
+        add_lookahead(m, l + 1, normed.data(), T, T > 1 || early < 0 ? K : early, false);
       }
       std::vector<int> chosen;
       moe_forward(c, *m.spine, f.moe, l, *m.experts, normed.data(), T, sub.data(), &chosen);
@@ -389,7 +417,7 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
     }
     be.add(P.data(), sub.data(), TH);
     if (trace) std::copy(P.begin(), P.end(), trace->hidden.begin() + ptrdiff_t(size_t(l) * TH));
-    look_ahead(l + 1);  // a better estimate, read while layer l+1's attention computes
+    look_ahead(l + 1, m.prefetcher.replace);  // a better estimate, read while layer l+1's attention computes
     m.experts->pump();
   }
   for (const SequenceRows& q : seqs) q.state->pos += int64_t(q.tokens.size());

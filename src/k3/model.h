@@ -31,8 +31,9 @@ struct ModelOptions {
   uint64_t ram_budget = 0;
   // Context length the budget reserves sequence state for.
   int max_context = 4096;
-  // Reads in flight (io_uring queue depth) for expert reads, and for spine streaming.
-  int queue_depth = 16;
+  // Reads in flight (io_uring queue depth) for expert reads, and for spine
+  // streaming; 0: default_queue_depth() of the model's directory.
+  int queue_depth = 0;
   // Read experts with plain pread and no cache (the simplest source; for comparisons).
   bool pread_experts = false;
   // Where experts missing from local disk come from (hub/http_experts.h's
@@ -103,6 +104,14 @@ struct Prefetcher {
   std::vector<std::vector<int>> guess;       // the current guess for each layer, sorted
   std::vector<uint64_t> needed, guessed;     // per layer: experts needed, and of those guessed
   std::vector<uint64_t> guesses;             // per layer: experts guessed (precision = guessed / guesses)
+  // Discipline: how many of its top-k the earliest lookahead (layer n-1's
+  // FFN input) guesses in a decode step (-1: all k; a prefill chunk always
+  // guesses all), and whether the late lookahead (layer n's estimated FFN
+  // input) withdraws the earlier guesses it does not confirm. Chosen by
+  // measurement (docs/benchmarks.md, issue 17): the early guesses it does not
+  // confirm were mostly wrong and, read before it came, wasted 0.3 GB a token.
+  int early_per_row = 0;
+  bool replace = true;
   double recall() const {
     uint64_t n = 0, g = 0;
     for (size_t l = 0; l < needed.size(); l++) n += needed[l], g += guessed[l];
@@ -127,11 +136,15 @@ struct Model {
   std::unique_ptr<ExpertSource> experts;
   Prefetcher prefetcher;
   uint64_t globals_bytes_read = 0;  // embedding rows
+  int queue_depth = 16;             // reads in flight, as resolved when the model opened
 
   const ModelConfig& config() const { return ck.config; }
 };
 
 uint64_t default_ram_budget();
+// The queue depth for models in `dir`: what `sluice probe --save` recorded for
+// its disk (io/depth_profile.h), else 16; *saved says which.
+int default_queue_depth(const std::string& dir, bool* saved = nullptr);
 // The process's resident set now (/proc/self/statm), in bytes; 0 if unknown.
 uint64_t resident_bytes();
 // Working memory a forward pass of T tokens needs beyond the plan's parts

@@ -1,0 +1,104 @@
+#include "io/depth_profile.h"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/json_parse.h"
+#include "base/read_file.h"
+
+namespace sluice {
+
+std::string depth_profile_path() {
+  if (const char* p = std::getenv("SLUICE_DEPTH_PROFILE"); p && *p) return p;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/sluice/io-depth.json";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/sluice/io-depth.json";
+  return {};
+}
+
+std::string device_of(const std::string& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return {};
+  return std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+}
+
+int choose_depth(const std::map<int, double>& gbps_by_depth, double tolerance) {
+  double best = 0;
+  for (const auto& [qd, g] : gbps_by_depth) best = std::max(best, g);
+  for (const auto& [qd, g] : gbps_by_depth)  // ascending depth
+    if (qd > 0 && g >= best * (1 - tolerance)) return qd;
+  return 0;
+}
+
+namespace {
+
+// The profile, or an empty object when it is missing or unreadable.
+nlohmann::json read_profile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return nlohmann::json::object();
+  try {
+    nlohmann::json j = parse_json(read_regular_file(path, 1 << 20), path);
+    return j.is_object() ? j : nlohmann::json::object();
+  } catch (const Error&) {
+    return nlohmann::json::object();
+  }
+}
+
+}  // namespace
+
+int save_depth_profile(const std::string& path, const std::string& device, const std::map<int, double>& gbps_by_depth) {
+  if (path.empty()) fail("probe", "no place to save the depth profile (set SLUICE_DEPTH_PROFILE or HOME)");
+  if (device.empty()) fail(path, "no device to save a depth for");
+  const int qd = choose_depth(gbps_by_depth);
+  if (qd <= 0) fail(path, "no measured depth to save");
+  nlohmann::json j = read_profile(path);
+  if (!j["devices"].is_object()) j["devices"] = nlohmann::json::object();
+  nlohmann::json by = nlohmann::json::object();
+  for (const auto& [d, g] : gbps_by_depth) by[std::to_string(d)] = g;
+  j["devices"][device] = {{"queue_depth", qd}, {"gbps", gbps_by_depth.at(qd)}, {"by_depth", by}};
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(1) << "\n";
+    out.close();
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      fail(tmp, "cannot write the depth profile");
+    }
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::filesystem::remove(tmp, ec);
+    fail(path, "cannot move the depth profile into place");
+  }
+  fsync_dir(p.has_parent_path() ? p.parent_path().string() : ".");
+  return qd;
+}
+
+int saved_queue_depth(const std::string& file, const std::string& path) {
+  if (path.empty()) return 0;
+  const std::string dev = device_of(file);
+  if (dev.empty()) return 0;
+  const nlohmann::json j = read_profile(path);
+  const auto devs = j.find("devices");
+  if (devs == j.end() || !devs->is_object()) return 0;
+  const auto d = devs->find(dev);
+  if (d == devs->end() || !d->is_object()) return 0;
+  const auto q = d->find("queue_depth");
+  if (q == d->end() || !q->is_number_integer()) return 0;
+  const int qd = q->get<int>();
+  return qd >= 1 && qd <= 1024 ? qd : 0;
+}
+
+}  // namespace sluice
