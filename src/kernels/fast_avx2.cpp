@@ -61,7 +61,7 @@ constexpr int kMatmulTokens = 2;    //   must fit the 16 ymm registers with the 
 constexpr int kMxMatvecRows = 1;
 constexpr int kMxMatmulRows = 1;
 constexpr int kMxMatmulTokens = 2;
-constexpr int kInt8MatvecRows = 2;   // 3·R·T accumulators (int part, acc pair) + widened codes
+constexpr int kInt8MatvecRows = 1;   // one row at a time beat 2 and 4 (docs/kernels.md)
 constexpr int kInt8MatmulRows = 1;
 constexpr int kInt8MatmulTokens = 2;
 constexpr size_t kL2WeightBytes = 256 << 10;  // weight rows kept hot per row block (L2)
@@ -82,7 +82,7 @@ inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
 // Measured in docs/kernels.md.
 constexpr int kBf16PrefetchBytes = 2048;
 constexpr int kMxPrefetchBytes = 1024;
-constexpr int kInt8PrefetchBytes = 2048;
+constexpr int kInt8PrefetchBytes = 4096;
 inline void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
 inline void prefetch_l1(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 
