@@ -259,10 +259,10 @@ struct SpanReader::Impl {
   bool cancel(uint64_t ticket) {
     auto it = requests.find(ticket);
     if (it == requests.end() || it->second.next_issue > 0 || it->second.ops_running > 0) return false;
-    give_back_buffer(std::move(it->second.buffer));
-    requests.erase(it);  // pump() skips its entry in `pending`
     stats.cancelled++;
     stats.bytes_not_read += it->second.alen;
+    give_back_buffer(std::move(it->second.buffer));
+    requests.erase(it);  // pump() skips its entry in `pending`
     return true;
   }
 
