@@ -37,7 +37,7 @@ command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=cca
 cmake -S fuzz -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_COMPILER="$cxx" \
   -DSLUICE_FUZZ_ENGINE="$engine" "${launcher[@]}" >/dev/null
 t0=$(date +%s)
-cmake --build "$out" -j"$jobs" >/dev/null
+cmake --build "$out" -j"$jobs" >"$out/build.log" 2>&1 || { echo "fuzz: the build failed ($out/build.log):"; grep -E "error|FAILED" "$out/build.log" | head -20; exit 1; }
 echo "fuzz: built with $engine in $(( $(date +%s) - t0 )) s"
 
 targets=()
