@@ -10,22 +10,13 @@
 // draft acceptance, bytes read per generated token) and, per prompt and
 // variant, the median over rounds with its ratio to the last variant (off).
 import { spawnSync } from 'node:child_process';
+import { benchArgs } from './bench_args.mjs';
 
-const [bin, model, ...rest] = process.argv.slice(2);
-if (!bin || !model) {
-  console.error('usage: node bench/draft_ab.mjs SLUICE_BINARY MODEL_DIR [--rounds N] [--max-new N] [--ids] [--variants a,b] [-- run flags]');
-  process.exit(2);
-}
-const dash = rest.indexOf('--');
-const own = dash < 0 ? rest : rest.slice(0, dash);
-const runFlags = dash < 0 ? [] : rest.slice(dash + 1);
-const opt = (name, def) => {
-  const i = own.indexOf(name);
-  return i < 0 ? def : own[i + 1];
-};
+const { bin, model, passed: runFlags, opt, has } = benchArgs(
+  'usage: node bench/draft_ab.mjs SLUICE_BINARY MODEL_DIR [--rounds N] [--max-new N] [--ids] [--variants a,b] [-- run flags]');
 const rounds = Number(opt('--rounds', '3'));
 const maxNew = Number(opt('--max-new', '100'));
-const ids = own.includes('--ids');
+const ids = has('--ids');
 const variants = opt('--variants', 'suffix,none').split(',');
 
 const passage =

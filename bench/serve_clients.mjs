@@ -9,19 +9,10 @@
 // token (/metrics), and the ratios to C = 1
 // of the same run. Needs node >= 18 (fetch); no npm packages.
 import { spawn } from 'node:child_process';
+import { benchArgs } from './bench_args.mjs';
 
-const [bin, model, ...rest] = process.argv.slice(2);
-if (!bin || !model) {
-  console.error('usage: node bench/serve_clients.mjs SLUICE_BINARY MODEL_DIR [--clients 1,2,4,8] [--tokens N] [--requests N] [--warmup N] [-- serve flags]');
-  process.exit(2);
-}
-const dash = rest.indexOf('--');
-const own = dash < 0 ? rest : rest.slice(0, dash);
-const serveFlags = dash < 0 ? [] : rest.slice(dash + 1);
-const opt = (name, def) => {
-  const i = own.indexOf(name);
-  return i < 0 ? def : own[i + 1];
-};
+const { bin, model, passed: serveFlags, opt } = benchArgs(
+  'usage: node bench/serve_clients.mjs SLUICE_BINARY MODEL_DIR [--clients 1,2,4,8] [--tokens N] [--requests N] [--warmup N] [-- serve flags]');
 const clients = opt('--clients', '1,2,4,8').split(',').map(Number);
 const tokens = Number(opt('--tokens', '16'));
 const requests = Number(opt('--requests', '1'));
