@@ -306,6 +306,17 @@ int main(int argc, char** argv) {
     fill_floats<<<64, 256>>>(x, sh.cols, 6);
     const double ms = time_ms(20, [&](int i) { cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y); });
     report(std::string(sh.name) + " GEMV", double(bytes), ms, g_ceiling);
+    // The read kernel over the same bytes, one launch per matrix as the GEMV:
+    // what a launch of this size can reach at all (launch, ramp and tail).
+    double read_ms = 1e30;
+    for (int per_sm : {2, 4, 8}) {
+      const size_t rb = bytes / 16 * 16;
+      read_ms = std::min(read_ms, time_ms(20, [&](int i) {
+        cuda::read_all(W + size_t(i % nbuf) * sh.rows * sh.cols, rb, sink, sms * per_sm);
+      }));
+    }
+    report(std::string(sh.name) + ": read kernel, same bytes", double(bytes), read_ms, g_ceiling);
+    std::printf("  GEMV / same-bytes read = %.2f\n", read_ms / ms);
     cudaFree(W);
     cudaFree(x);
     cudaFree(y);

@@ -87,21 +87,16 @@ __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 64 : 72)
   const int tile_rows = rs * kRows;
   const int tiles_per_task = (L.rows + tile_rows - 1) / tile_rows;
 
-  if (kLutWords > 0 && !kBf16) {
-    for (int i = tid; i < 256 * 32; i += blockDim.x) {
-      const uint32_t b = uint32_t(i) >> 5;
-      lut[i] = make_float2(e2m1_scaled(b & 15u), e2m1_scaled(b >> 4));
-    }
-  }
-  if (kLutWords > 0 && kBf16) {
-    // lookup_bf16: entry b, lane l at byte 256·b + 4·l (the upper half of
-    // each 256-byte row is unused, so one PRMT still builds the address):
-    // the two codes' bf16 patterns, low code in the low half. Every value
-    // ·2^-14 is exact in bf16 (at most two significant bits).
-    uint32_t* lut32 = reinterpret_cast<uint32_t*>(smem);
+  if (kLutWords > 0) {
+    // lookup: entry b, lane l at byte 256·b + 8·l (64 KB). lookup_bf16: at
+    // 256·b + 4·l (the upper half of each 256-byte row is unused, so one PRMT
+    // still builds the address).
     for (int i = tid; i < 256 * 32; i += blockDim.x) {
       const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
-      lut32[b * 64 + l] = (__float_as_uint(e2m1_scaled(b & 15u)) >> 16) | (__float_as_uint(e2m1_scaled(b >> 4)) & 0xffff0000u);
+      if (kBf16)
+        reinterpret_cast<uint32_t*>(smem)[b * 64 + l] = e2m1_bf16_pair(b);
+      else
+        lut[i] = e2m1_f2_pair(b);
     }
   }
   const char* lut_bytes = reinterpret_cast<const char*>(lut);
@@ -164,18 +159,7 @@ __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 64 : 72)
             const uint32_t word = j == 0 ? w[k].x : j == 1 ? w[k].y : j == 2 ? w[k].z : w[k].w;
             float d[8];
             if (j < kLutWords) {
-#pragma unroll
-              for (int b = 0; b < 4; b++) {
-                // bytes of the offset: lane8 (lane·4 for bf16), code byte b, 0, 0
-                const uint32_t off = __byte_perm(word, lane8, 0x5504u | (uint32_t(b) << 4));
-                if (kBf16) {
-                  const uint32_t v = *reinterpret_cast<const uint32_t*>(lut_bytes + off);
-                  d[2 * b] = __uint_as_float(v << 16), d[2 * b + 1] = __uint_as_float(v & 0xffff0000u);
-                } else {
-                  const float2 v = *reinterpret_cast<const float2*>(lut_bytes + off);
-                  d[2 * b] = v.x, d[2 * b + 1] = v.y;
-                }
-              }
+              lut_decode<!kBf16>(lut_bytes, word, lane8, d);
             } else {
               decode_bits(word, d);
             }
@@ -264,7 +248,7 @@ __global__ void __launch_bounds__(pipe_threads(kRows), 1)
 
   for (int i = tid; i < 256 * 32; i += nthreads) {
     const uint32_t b = uint32_t(i) >> 5;
-    lut[i] = make_float2(e2m1_scaled(b & 15u), e2m1_scaled(b >> 4));
+    lut[i] = e2m1_f2_pair(b);
   }
   const char* lut_bytes = reinterpret_cast<const char*>(lut);
   const uint32_t lane8 = uint32_t(lane) * 8u;
@@ -335,13 +319,10 @@ __global__ void __launch_bounds__(pipe_threads(kRows), 1)
 #pragma unroll
         for (int k = 0; k < kRows; k++) {
           const uint32_t word = j == 0 ? w[k].x : j == 1 ? w[k].y : j == 2 ? w[k].z : w[k].w;
+          float d[8];
+          lut_decode<true>(lut_bytes, word, lane8, d);
 #pragma unroll
-          for (int b4 = 0; b4 < 4; b4++) {
-            const uint32_t off = __byte_perm(word, lane8, 0x5504u | (uint32_t(b4) << 4));
-            const float2 v = *reinterpret_cast<const float2*>(lut_bytes + off);
-            p[k] = __fmaf_rn(v.x, x[2 * b4], p[k]);
-            p[k] = __fmaf_rn(v.y, x[2 * b4 + 1], p[k]);
-          }
+          for (int i = 0; i < 8; i++) p[k] = __fmaf_rn(d[i], x[i], p[k]);
         }
       }
 #pragma unroll
@@ -378,24 +359,9 @@ size_t async_smem(int G, int rs, int rows_per_thread, int stages) {
 template <int kRows, int kStages>
 void launch_async(const Launch& L, size_t smem, cudaStream_t stream) {
   const int G = L.cols / 32, threads = (L.rs * G + 31) / 32 * 32;
-  auto kernel = mxfp4_async_kernel<kRows, kStages>;
-  static thread_local int last_dev = -1, last_per_sm = 0, last_sms = 0;
-  static thread_local size_t last_smem = 0;
-  static thread_local int last_threads = 0;
-  int dev = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  if (dev != last_dev || threads != last_threads || smem != last_smem) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "smem attribute");
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&last_per_sm, kernel, threads, smem), "occupancy");
-    last_sms = sm_count();
-    last_dev = dev, last_threads = threads, last_smem = smem;
-  }
-  const int tile_rows = L.rs * kRows;
-  const int64_t tiles = int64_t(L.ntasks) * ((L.rows + tile_rows - 1) / tile_rows);
-  const int blocks = int(std::min<int64_t>(tiles, int64_t(std::max(last_per_sm, 1)) * last_sms));
-  g_last = {blocks, threads, last_per_sm, smem};
-  kernel<<<blocks, threads, smem, stream>>>(L);
-  check_launch("mxfp4 async kernel launch");
+  static thread_local Occupancy occ;
+  launch_persistent(mxfp4_async_kernel<kRows, kStages>, occ, L, L.rs * kRows, threads, smem, stream,
+                    "mxfp4 async kernel launch");
 }
 
 // Runs the async kernel if this launch suits it (decode, aligned scales, the
@@ -434,26 +400,9 @@ void launch_variant(const Launch& L, cudaStream_t stream) {
   const int G = L.cols / 32, threads = (L.rs * G + 31) / 32 * 32;  // whole warps: the reduction shuffles
   const size_t smem = sizeof(float) * ((kLutWords > 0 ? kLutFloats : 0) + size_t(kTok) * G * kXStride +
                                        2 * size_t(L.rs) * kRows * kTok * G);
-  auto kernel = mxfp4_kernel<kLutWords, kTok, kRows, kBf16>;
-  // Occupancy per launch shape, computed once (a host-side cost otherwise
-  // paid on every decode step).
-  static thread_local int last_dev = -1, last_threads = 0, last_per_sm = 0, last_sms = 0;
-  static thread_local size_t last_smem = 0;
-  int dev = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  if (dev != last_dev || threads != last_threads || smem != last_smem) {
-    if (smem > 48 * 1024)
-      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "smem attribute");
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&last_per_sm, kernel, threads, smem), "occupancy");
-    last_sms = sm_count();
-    last_dev = dev, last_threads = threads, last_smem = smem;
-  }
-  const int tile_rows = L.rs * kRows;
-  const int64_t tiles = int64_t(L.ntasks) * ((L.rows + tile_rows - 1) / tile_rows);
-  const int blocks = int(std::min<int64_t>(tiles, int64_t(std::max(last_per_sm, 1)) * last_sms));
-  g_last = {blocks, threads, last_per_sm, smem};
-  kernel<<<blocks, threads, smem, stream>>>(L);
-  check_launch("mxfp4 kernel launch");
+  static thread_local Occupancy occ;
+  launch_persistent(mxfp4_kernel<kLutWords, kTok, kRows, kBf16>, occ, L, L.rs * kRows, threads, smem, stream,
+                    "mxfp4 kernel launch");
 }
 
 template <int kTok, int kRows>
@@ -465,14 +414,20 @@ void launch_rows(const Launch& L, cudaStream_t stream) {
     case Mxfp4Decode::lookup_bf16:
     case Mxfp4Decode::warp:
     case Mxfp4Decode::warp3:
-    case Mxfp4Decode::warp1: return launch_variant<4, kTok, kRows, true>(L, stream);
+    case Mxfp4Decode::warp1:
+    case Mxfp4Decode::warp_f2:
+    case Mxfp4Decode::warp_mix:
+    case Mxfp4Decode::warp_mix1:
+    case Mxfp4Decode::warp_mix3: return launch_variant<4, kTok, kRows, true>(L, stream);
   }
 }
 
 template <int kTok>
 void launch_tok(const Launch& L, cudaStream_t stream) {
   if (g_tuning.decode == Mxfp4Decode::warp || g_tuning.decode == Mxfp4Decode::warp3 ||
-      g_tuning.decode == Mxfp4Decode::warp1) {
+      g_tuning.decode == Mxfp4Decode::warp1 || g_tuning.decode == Mxfp4Decode::warp_f2 ||
+      g_tuning.decode == Mxfp4Decode::warp_mix || g_tuning.decode == Mxfp4Decode::warp_mix1 ||
+      g_tuning.decode == Mxfp4Decode::warp_mix3) {
     if (kTok == 1 && launch_warp(L, g_tuning, stream)) return;
     return launch_rows<kTok, 4>(L, stream);  // prefill: same bits
   }
@@ -496,7 +451,9 @@ const std::vector<Mxfp4Tuning>& mxfp4_tunings() {
       {Mxfp4Decode::bits, 8},         {Mxfp4Decode::lookup_async, 2}, {Mxfp4Decode::lookup_async, 4},
       {Mxfp4Decode::lookup_async, 8}, {Mxfp4Decode::lookup_bf16, 4},  {Mxfp4Decode::lookup_bf16, 8},
       {Mxfp4Decode::warp, 2},         {Mxfp4Decode::warp, 4},         {Mxfp4Decode::warp3, 2},
-      {Mxfp4Decode::warp3, 4},        {Mxfp4Decode::warp1, 4}};
+      {Mxfp4Decode::warp3, 4},        {Mxfp4Decode::warp1, 4},        {Mxfp4Decode::warp_f2, 2},
+      {Mxfp4Decode::warp_f2, 4},      {Mxfp4Decode::warp_mix, 4},     {Mxfp4Decode::warp_mix1, 4},
+      {Mxfp4Decode::warp_mix3, 4}};
   return all;
 }
 
@@ -519,6 +476,10 @@ const char* mxfp4_decode_name(Mxfp4Decode d) {
     case Mxfp4Decode::warp: return "warp";
     case Mxfp4Decode::warp3: return "warp3";
     case Mxfp4Decode::warp1: return "warp1";
+    case Mxfp4Decode::warp_f2: return "warp_f2";
+    case Mxfp4Decode::warp_mix: return "warp_mix";
+    case Mxfp4Decode::warp_mix1: return "warp_mix1";
+    case Mxfp4Decode::warp_mix3: return "warp_mix3";
   }
   return "?";
 }

@@ -5,8 +5,10 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda.h"
 
 namespace sluice::cuda::detail {
@@ -36,6 +38,60 @@ __device__ __forceinline__ float e2m1_scaled(uint32_t code) {
 // two significant bits).
 __device__ __forceinline__ uint32_t e2m1_bf16_pair(uint32_t b) {
   return (__float_as_uint(e2m1_scaled(b & 15u)) >> 16) | (__float_as_uint(e2m1_scaled(b >> 4)) & 0xffff0000u);
+}
+
+// Occupancy of one kernel at one launch shape, computed once per device,
+// thread count and shared memory size (a host-side cost otherwise paid on
+// every decode step). Each kernel instantiation keeps its own.
+struct Occupancy {
+  int dev = -1, threads = 0, per_sm = 0, sms = 0;
+  size_t smem = 0;
+};
+
+// Launches `kernel` on a persistent grid over the launch's tiles (tile_rows
+// rows of one task each): at most occupancy × SMs blocks, each taking a
+// contiguous range of tiles.
+template <typename Kernel>
+void launch_persistent(Kernel kernel, Occupancy& occ, const Launch& L, int tile_rows, int threads, size_t smem,
+                       cudaStream_t stream, const char* what) {
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev != occ.dev || threads != occ.threads || smem != occ.smem) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "smem attribute");
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ.per_sm, kernel, threads, smem), "occupancy");
+    occ.sms = sm_count();
+    occ.dev = dev, occ.threads = threads, occ.smem = smem;
+  }
+  const int64_t tiles = int64_t(L.ntasks) * ((L.rows + tile_rows - 1) / tile_rows);
+  const int blocks = int(std::min<int64_t>(tiles, int64_t(std::max(occ.per_sm, 1)) * occ.sms));
+  g_last = {blocks, threads, occ.per_sm, smem};
+  kernel<<<blocks, threads, smem, stream>>>(L);
+  check_launch(what);
+}
+
+// The float2 table entry of code byte b: the two codes' values ·2^-14, low
+// code first.
+__device__ __forceinline__ float2 e2m1_f2_pair(uint32_t b) { return make_float2(e2m1_scaled(b & 15u), e2m1_scaled(b >> 4)); }
+
+// The eight codes of a 32-bit code word (column i is nibble i) -> d[i] by a
+// shared-memory table (every kernel's lookup decode): the entry of code byte
+// b for this lane sits at lut + 256·b + lane_off (lane_off < 256), so one
+// PRMT builds its address (bytes: lane_off, b, 0, 0). kF2: float2 entries
+// (PRMT, LDS.64 per two codes); else bf16 pairs (PRMT, LDS.32, a shift and a
+// mask per two codes; half the shared-memory bytes).
+template <bool kF2>
+__device__ __forceinline__ void lut_decode(const char* lut, uint32_t word, uint32_t lane_off, float (&d)[8]) {
+#pragma unroll
+  for (int b = 0; b < 4; b++) {
+    const uint32_t off = __byte_perm(word, lane_off, 0x5504u | (uint32_t(b) << 4));
+    if constexpr (kF2) {
+      const float2 v = *reinterpret_cast<const float2*>(lut + off);
+      d[2 * b] = v.x, d[2 * b + 1] = v.y;
+    } else {
+      const uint32_t v = *reinterpret_cast<const uint32_t*>(lut + off);
+      d[2 * b] = bf16_lo(v), d[2 * b + 1] = bf16_hi(v);
+    }
+  }
 }
 
 // The warp kernel (mxfp4_warp.cu): decode launches (one token per task).

@@ -30,9 +30,39 @@
 namespace sluice::cuda::detail {
 namespace {
 
-constexpr int kSmem = 65536;    // table + activations: 256 rows of 256 bytes
 constexpr int kWarps = 8;       // per block
 constexpr int kMaxGroups = 256;  // one table row per group: cols <= 8192
+
+// Where a decode keeps its tables and activations. kF2 of the four code words
+// of a group row are decoded by the float2 table, the others by the bf16-pair
+// table (both exact: the same floats). kF2 = 0: bf16 pairs, 32 lane copies,
+// the low 128 bytes of each 256-byte row; kF2 = 4: float2 entries, 16 lane
+// copies (a 64-bit shared-memory access is served a half-warp at a time, so
+// lanes l and l+16 may share a copy), the same place. Either way group g's
+// activations fill the high 128 bytes of row g: 64 KB in all. Both tables
+// (kF2 = 1..3): bf16 pairs in the low half, float2 in the high half of each
+// row, the activations after the 64 KB at 128 bytes a group: 96 KB.
+template <int kF2>
+struct Layout {
+  static constexpr bool kBoth = kF2 > 0 && kF2 < 4;
+  static constexpr uint32_t kBf16 = 0, kFloat2 = kBoth ? 128 : 0;
+  static constexpr uint32_t kX = kBoth ? 65536 : 128, kXRow = kBoth ? 128 : 256;
+  static constexpr int kSmem = kBoth ? 65536 + 128 * kMaxGroups : 65536;
+  // Byte offset of 16-byte chunk c (0-7) of group g's activations, XOR-
+  // swizzled by g mod 8: a quarter-warp's 16-byte reads hit 8 bank groups.
+  static __device__ __forceinline__ uint32_t x_row(uint32_t g) { return kX + kXRow * g; }
+  static __device__ __forceinline__ uint32_t x_chunk(uint32_t g, uint32_t c) { return x_row(g) + 16u * (c ^ (g & 7u)); }
+  // Word jw (0-3) of a group's 16 code bytes by the float2 table? Spread
+  // evenly over the words.
+  static __host__ __device__ constexpr bool f2_word(int jw) { return (jw * kF2) % 4 < kF2; }
+  static __device__ void fill(char* smem) {
+    for (int i = threadIdx.x; i < 256 * 32; i += blockDim.x) {
+      const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
+      if (kF2 < 4) reinterpret_cast<uint32_t*>(smem + 256u * b + kBf16)[l] = e2m1_bf16_pair(b);
+      if (kF2 > 0 && l < 16) reinterpret_cast<float2*>(smem + 256u * b + kFloat2)[l] = e2m1_f2_pair(b);
+    }
+  }
+};
 
 // Weights are read once: no L1 allocation. Volatile asm keeps the compiler
 // from sinking each load to its first use.
@@ -49,33 +79,30 @@ __device__ __forceinline__ uint32_t ld_stream8(const void* p) {
   return v;
 }
 
-// Byte offset of 16-byte chunk c (0-7) of group g's activations.
-__device__ __forceinline__ uint32_t x_chunk(uint32_t g, uint32_t c) { return 256u * g + 128u + 16u * (c ^ (g & 7u)); }
-
 // p for `rows` chains: the group's 32 columns, word by word, FMAs in column
-// order. w[r] is row r's 16 code bytes, xg the group's activation row.
-template <int kN>
-__device__ __forceinline__ void group_dot(const char* smem, uint32_t xrow, uint32_t lx16, uint32_t lane4,
-                                          const uint4 (&w)[kN], float (&p)[kN]) {
+// order. w[r] is row r's 16 code bytes, xrow the group's activation row
+// (bits 4-6 clear), lx16 the lane's swizzle.
+template <int kF2, int kN>
+__device__ __forceinline__ void group_dot(const char* smem, uint32_t xrow, uint32_t lx16, uint32_t lane_bf16,
+                                          uint32_t lane_f2, const uint4 (&w)[kN], float (&p)[kN]) {
+  using Lay = Layout<kF2>;
 #pragma unroll
   for (int r = 0; r < kN; r++) p[r] = 0.0f;
 #pragma unroll
   for (int jw = 0; jw < 4; jw++) {
-    // chunk c at xrow | ((c << 4) ^ lx16): xrow has bits 4-6 clear
     const float4 a = *reinterpret_cast<const float4*>(smem + (xrow | ((uint32_t(2 * jw) << 4) ^ lx16)));
     const float4 b = *reinterpret_cast<const float4*>(smem + (xrow | ((uint32_t(2 * jw + 1) << 4) ^ lx16)));
     const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
     for (int r = 0; r < kN; r++) {
       const uint32_t word = jw == 0 ? w[r].x : jw == 1 ? w[r].y : jw == 2 ? w[r].z : w[r].w;
+      float d[8];
+      if (Lay::f2_word(jw))  // the loop is unrolled: resolved at compile time
+        lut_decode<true>(smem, word, lane_f2, d);
+      else
+        lut_decode<false>(smem, word, lane_bf16, d);
 #pragma unroll
-      for (int bb = 0; bb < 4; bb++) {
-        // bytes of the offset: lane·4, code byte bb, 0, 0
-        const uint32_t off = __byte_perm(word, lane4, 0x5504u | (uint32_t(bb) << 4));
-        const uint32_t v = *reinterpret_cast<const uint32_t*>(smem + off);
-        p[r] = __fmaf_rn(bf16_lo(v), x[2 * bb], p[r]);
-        p[r] = __fmaf_rn(bf16_hi(v), x[2 * bb + 1], p[r]);
-      }
+      for (int i = 0; i < 8; i++) p[r] = __fmaf_rn(d[i], x[i], p[r]);
     }
   }
 }
@@ -83,16 +110,15 @@ __device__ __forceinline__ void group_dot(const char* smem, uint32_t xrow, uint3
 __device__ __forceinline__ float q_of(float p, uint32_t s) { return __fmul_rn(__fmul_rn(p, 16384.0f), e8m0(s)); }
 
 // kNJ = ceil(G/32) rounds of groups per lane; kRows rows per warp (even);
-// kPair: the last round is at most 16 groups, two rows share it.
-template <int kNJ, int kRows, bool kPair, int kBlocksPerSm>
+// kPair: the last round is at most 16 groups, two rows share it; kF2: words
+// per group decoded by the float2 table (Layout).
+template <int kNJ, int kRows, bool kPair, int kBlocksPerSm, int kF2>
 __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(const __grid_constant__ Launch L) {
+  using Lay = Layout<kF2>;
   extern __shared__ float4 smem4[];
   char* smem = reinterpret_cast<char*>(smem4);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  for (int i = tid; i < 256 * 32; i += blockDim.x) {
-    const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
-    reinterpret_cast<uint32_t*>(smem)[b * 64 + l] = e2m1_bf16_pair(b);
-  }
+  Lay::fill(smem);
 
   const int G = L.cols / 32, half_cols = L.cols / 2;
   constexpr int kFull = kPair ? kNJ - 1 : kNJ;  // rounds every lane takes for its own row
@@ -100,7 +126,8 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(c
   const int tiles_per_task = (L.rows + tile_rows - 1) / tile_rows;
   const int total = L.ntasks * tiles_per_task;
   const int begin = int(int64_t(total) * blockIdx.x / gridDim.x), end = int(int64_t(total) * (blockIdx.x + 1) / gridDim.x);
-  const uint32_t lane4 = uint32_t(lane) * 4u, lx16 = (uint32_t(lane) & 7u) << 4;
+  const uint32_t lane_bf16 = Lay::kBf16 + uint32_t(lane) * 4u, lane_f2 = Lay::kFloat2 + (uint32_t(lane) & 15u) * 8u;
+  const uint32_t lx16 = (uint32_t(lane) & 7u) << 4;
   // The paired round: lane l takes row 2k + (l >= 16), group 32·kFull + l % 16.
   const int pg = 32 * kFull + (lane & 15), prow = lane >> 4;
 
@@ -112,7 +139,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(c
       __syncthreads();  // every warp is done with the old activations (and the table is filled)
       for (int i = tid; i < L.cols / 4; i += blockDim.x) {
         const float4 f = __ldg(reinterpret_cast<const float4*>(T.X) + i);
-        *reinterpret_cast<float4*>(smem + x_chunk(uint32_t(i) / 8u, uint32_t(i) % 8u)) = f;
+        *reinterpret_cast<float4*>(smem + Lay::x_chunk(uint32_t(i) / 8u, uint32_t(i) % 8u)) = f;
       }
       __syncthreads();
       x_task = ti;
@@ -148,7 +175,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(c
       const int g = lane + 32 * j;
       if (j < kNJ - 1 || g < G) {
         float p[kRows];
-        group_dot<kRows>(smem, 256u * uint32_t(g) + 128u, lx16, lane4, w[j], p);
+        group_dot<kF2, kRows>(smem, Lay::x_row(uint32_t(g)), lx16, lane_bf16, lane_f2, w[j], p);
 #pragma unroll
         for (int r = 0; r < kRows; r++) acc[r] = __fadd_rn(acc[r], q_of(p[r], s[j][r]));
       }
@@ -158,7 +185,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(c
 #pragma unroll
       for (int k = 0; k < kRows / 2; k++) wp[k] = w[kNJ - 1][k];
       float p[kRows / 2];
-      group_dot<kRows / 2>(smem, 256u * uint32_t(min(pg, G - 1)) + 128u, lx16, lane4, wp, p);
+      group_dot<kF2, kRows / 2>(smem, Lay::x_row(uint32_t(min(pg, G - 1))), lx16, lane_bf16, lane_f2, wp, p);
 #pragma unroll
       for (int k = 0; k < kRows / 2; k++) {
         const float q = q_of(p[k], s[kNJ - 1][k]);
@@ -179,51 +206,38 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(c
   }
 }
 
-template <int kNJ, int kRows, bool kPair, int kBlocksPerSm>
+template <int kNJ, int kRows, bool kPair, int kBlocksPerSm, int kF2>
 void launch(const Launch& L, cudaStream_t stream) {
-  const int threads = 32 * kWarps;
-  auto kernel = mxfp4_warp_kernel<kNJ, kRows, kPair, kBlocksPerSm>;
-  static thread_local int last_dev = -1, last_per_sm = 0, last_sms = 0;
-  int dev = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  if (dev != last_dev) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), "smem attribute");
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&last_per_sm, kernel, threads, kSmem), "occupancy");
-    last_sms = sm_count();
-    last_dev = dev;
-  }
-  const int tile_rows = kWarps * kRows;
-  const int64_t tiles = int64_t(L.ntasks) * ((L.rows + tile_rows - 1) / tile_rows);
-  const int blocks = int(std::min<int64_t>(tiles, int64_t(std::max(last_per_sm, 1)) * last_sms));
-  g_last = {blocks, threads, last_per_sm, size_t(kSmem)};
-  kernel<<<blocks, threads, kSmem, stream>>>(L);
-  check_launch("mxfp4 warp kernel launch");
+  const int threads = 32 * kWarps, kSmem = Layout<kF2>::kSmem;
+  static thread_local Occupancy occ;
+  launch_persistent(mxfp4_warp_kernel<kNJ, kRows, kPair, kBlocksPerSm, kF2>, occ, L, kWarps * kRows, threads,
+                    size_t(kSmem), stream, "mxfp4 warp kernel launch");
 }
 
-template <int kNJ, int kBlocksPerSm>
+template <int kNJ, int kBlocksPerSm, int kF2>
 void launch_nj(const Launch& L, int rows, cudaStream_t stream) {
   const int last = L.cols / 32 - 32 * (kNJ - 1);  // groups in the last round, 1..32
   // R·kNJ code words per lane are in flight: 4 rows up to 4 rounds.
   if constexpr (kNJ <= 4) {
     if (rows >= 4) {
-      if (last <= 16) return launch<kNJ, 4, true, kBlocksPerSm>(L, stream);
-      return launch<kNJ, 4, false, kBlocksPerSm>(L, stream);
+      if (last <= 16) return launch<kNJ, 4, true, kBlocksPerSm, kF2>(L, stream);
+      return launch<kNJ, 4, false, kBlocksPerSm, kF2>(L, stream);
     }
   }
-  if (last <= 16) return launch<kNJ, 2, true, kBlocksPerSm>(L, stream);
-  launch<kNJ, 2, false, kBlocksPerSm>(L, stream);
+  if (last <= 16) return launch<kNJ, 2, true, kBlocksPerSm, kF2>(L, stream);
+  launch<kNJ, 2, false, kBlocksPerSm, kF2>(L, stream);
 }
 
-template <int kBlocksPerSm>
+template <int kBlocksPerSm, int kF2>
 void launch_blocks(const Launch& L, int rows, cudaStream_t stream) {
   switch ((L.cols / 32 + 31) / 32) {
-    case 1: return launch_nj<1, kBlocksPerSm>(L, rows, stream);
-    case 2: return launch_nj<2, kBlocksPerSm>(L, rows, stream);
-    case 3: return launch_nj<3, kBlocksPerSm>(L, rows, stream);
-    case 4: return launch_nj<4, kBlocksPerSm>(L, rows, stream);
-    case 5: return launch_nj<5, kBlocksPerSm>(L, rows, stream);
-    case 6: return launch_nj<6, kBlocksPerSm>(L, rows, stream);
-    default: return launch_nj<7, kBlocksPerSm>(L, rows, stream);
+    case 1: return launch_nj<1, kBlocksPerSm, kF2>(L, rows, stream);
+    case 2: return launch_nj<2, kBlocksPerSm, kF2>(L, rows, stream);
+    case 3: return launch_nj<3, kBlocksPerSm, kF2>(L, rows, stream);
+    case 4: return launch_nj<4, kBlocksPerSm, kF2>(L, rows, stream);
+    case 5: return launch_nj<5, kBlocksPerSm, kF2>(L, rows, stream);
+    case 6: return launch_nj<6, kBlocksPerSm, kF2>(L, rows, stream);
+    default: return launch_nj<7, kBlocksPerSm, kF2>(L, rows, stream);
   }
 }
 
@@ -231,9 +245,13 @@ void launch_blocks(const Launch& L, int rows, cudaStream_t stream) {
 
 bool launch_warp(const Launch& L, Mxfp4Tuning t, cudaStream_t stream) {
   static_assert(kMaxCols / 32 <= kMaxGroups, "one table row per group");
-  if (t.decode == Mxfp4Decode::warp) return launch_blocks<2>(L, t.rows_per_thread, stream), true;
-  if (t.decode == Mxfp4Decode::warp3) return launch_blocks<3>(L, t.rows_per_thread, stream), true;
-  if (t.decode == Mxfp4Decode::warp1) return launch_blocks<1>(L, t.rows_per_thread, stream), true;
+  if (t.decode == Mxfp4Decode::warp) return launch_blocks<2, 0>(L, t.rows_per_thread, stream), true;
+  if (t.decode == Mxfp4Decode::warp3) return launch_blocks<3, 0>(L, t.rows_per_thread, stream), true;
+  if (t.decode == Mxfp4Decode::warp1) return launch_blocks<1, 0>(L, t.rows_per_thread, stream), true;
+  if (t.decode == Mxfp4Decode::warp_f2) return launch_blocks<2, 4>(L, t.rows_per_thread, stream), true;
+  if (t.decode == Mxfp4Decode::warp_mix) return launch_blocks<2, 2>(L, t.rows_per_thread, stream), true;
+  if (t.decode == Mxfp4Decode::warp_mix1) return launch_blocks<2, 1>(L, t.rows_per_thread, stream), true;
+  if (t.decode == Mxfp4Decode::warp_mix3) return launch_blocks<2, 3>(L, t.rows_per_thread, stream), true;
   return false;
 }
 
