@@ -267,7 +267,20 @@ int main(int argc, char** argv) {
     report("MXFP4 16 experts (both launches), " + name, up_bytes + down_bytes, step_ms, g_ceiling);
     if (step_ms < best_step) best_step = step_ms, best_name = name;
   }
-  std::printf("best MXFP4 tuning: %s\n\n", best_name.c_str());
+  std::printf("best MXFP4 tuning: %s\n", best_name.c_str());
+  // The read kernel over the same bytes in the same two launches (gate+up's,
+  // then down's): what launches of these sizes reach at all.
+  {
+    double read_ms = 1e30;
+    for (int per_sm : {2, 4, 8})
+      read_ms = std::min(read_ms, time_ms(20, [&](int i) {
+        const uint8_t* base = experts + size_t(i % sets) * kTopK * kExpertBytes;
+        cuda::read_all(base, size_t(up_bytes) / 16 * 16, sink, sms * per_sm);
+        cuda::read_all(base + size_t(up_bytes), size_t(down_bytes) / 16 * 16, sink, sms * per_sm);
+      }));
+    report("MXFP4 16 experts' bytes: read kernel, same two launches", up_bytes + down_bytes, read_ms, g_ceiling);
+    std::printf("  best MXFP4 / same-bytes read = %.2f\n\n", read_ms / best_step);
+  }
   cuda::set_mxfp4_tuning(default_tuning);
 
   // Prefill: 16 experts × T tokens each, expert-major (grouped GEMM).

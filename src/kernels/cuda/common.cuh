@@ -28,7 +28,9 @@ inline int sm_count() {
 __device__ __forceinline__ float bf16_lo(uint32_t pair) { return __uint_as_float(pair << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t pair) { return __uint_as_float(pair & 0xffff0000u); }
 
-// E8M0 -> 2^(s-127), exact: s = 0 is the subnormal 2^-127, not 0.
-__device__ __forceinline__ float e8m0(uint32_t s) { return __uint_as_float(s ? s << 23 : 0x00400000u); }
+// E8M0 -> 2^(s-127), exact: s = 0 is the subnormal 2^-127 (0x00400000), not
+// 0; for s >= 1, s << 23 >= 0x00800000 is the larger, so a max picks either
+// (a shift and a max: one instruction fewer than a select on s).
+__device__ __forceinline__ float e8m0(uint32_t s) { return __uint_as_float(max(s << 23, 0x00400000u)); }
 
 }  // namespace sluice::cuda::detail

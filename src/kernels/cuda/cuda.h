@@ -68,12 +68,12 @@ void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* st
 // (rows_per_thread: rows per warp, 2 or 4; the lanes split a row's groups),
 // no partial sums in shared memory; one (warp1: up to 255 registers, so
 // every load of a tile is in flight at once), two (warp) or three (warp3)
-// 8-warp blocks per SM. warp_f2, warp_mix: warp with the codes decoded by a
-// float2 table (PRMT + LDS.64 per two codes: fewer integer instructions, twice
-// the shared-memory bytes), all of them or 1/4, 2/4, 3/4 of the code words
-// (warp_mix1, warp_mix, warp_mix3; the others by bf16 pairs). Prefill falls
+// 8-warp blocks per SM (warp3, 4 rows: the default, the fastest measured).
+// warp_mix1: warp with one code word in four decoded by a float2 table
+// (PRMT + LDS.64 per two codes: fewer integer instructions, twice the
+// shared-memory bytes, 96 KB a block); warp_f2: all of them. Prefill falls
 // back to lookup_bf16 (same bits).
-enum class Mxfp4Decode { lookup, bits, lookup_async, lookup_bf16, warp, warp3, warp1, warp_f2, warp_mix, warp_mix1, warp_mix3 };
+enum class Mxfp4Decode { lookup, bits, lookup_async, lookup_bf16, warp, warp3, warp1, warp_f2, warp_mix1 };
 struct Mxfp4Tuning {
   Mxfp4Decode decode;
   int rows_per_thread;

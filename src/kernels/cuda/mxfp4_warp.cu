@@ -129,7 +129,10 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(c
   const uint32_t lane_bf16 = Lay::kBf16 + uint32_t(lane) * 4u, lane_f2 = Lay::kFloat2 + (uint32_t(lane) & 15u) * 8u;
   const uint32_t lx16 = (uint32_t(lane) & 7u) << 4;
   // The paired round: lane l takes row 2k + (l >= 16), group 32·kFull + l % 16.
-  const int pg = 32 * kFull + (lane & 15), prow = lane >> 4;
+  const int pg = 32 * kFull + (lane & 15), prow = lane >> 4, pg_clamped = min(pg, G - 1);
+  // The last full-warp round's group, relative to the lane's first: lanes
+  // past the last group read the last group (valid memory, never used).
+  const int last_dg = min(lane + 32 * (kNJ - 1), G - 1) - lane;
 
   int x_task = -1;
   for (int tile = begin; tile < end; tile++) {
@@ -147,24 +150,31 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(c
     // Every load of the tile first. Rows past the end read the last row
     // again, lanes past the last group its last group (valid memory, never
     // used or stored).
+    // Addresses: one per row from the lane's first group on; the rounds are
+    // constant offsets from it (512 code bytes, 32 scales), folded into the
+    // loads, and the last, partial round's clamp is a per-lane constant.
     uint4 w[kNJ][kRows];
     uint32_t s[kNJ][kRows];
+    const uint8_t* const pk = T.packed + 16 * lane;
+    const uint8_t* const sc = T.scale + lane;
 #pragma unroll
     for (int r = 0; r < kRows; r++) {
-      const int row = min(row0 + r, L.rows - 1);
+      const uint32_t row = uint32_t(min(row0 + r, L.rows - 1));
+      const uint8_t* const wp = pk + size_t(row) * uint32_t(half_cols);
+      const uint8_t* const sp = sc + size_t(row) * uint32_t(G);
 #pragma unroll
       for (int j = 0; j < kFull; j++) {
-        const int g = j < kNJ - 1 ? lane + 32 * j : min(lane + 32 * j, G - 1);
-        w[j][r] = ld_stream16(T.packed + size_t(row) * half_cols + 16 * g);
-        s[j][r] = ld_stream8(T.scale + size_t(row) * G + g);
+        const int dg = j < kNJ - 1 ? 32 * j : last_dg;
+        w[j][r] = ld_stream16(wp + 16 * dg);
+        s[j][r] = ld_stream8(sp + dg);
       }
     }
     if constexpr (kPair) {
 #pragma unroll
       for (int k = 0; k < kRows / 2; k++) {
-        const int row = min(row0 + 2 * k + prow, L.rows - 1), g = min(pg, G - 1);
-        w[kNJ - 1][k] = ld_stream16(T.packed + size_t(row) * half_cols + 16 * g);
-        s[kNJ - 1][k] = ld_stream8(T.scale + size_t(row) * G + g);
+        const uint32_t row = uint32_t(min(row0 + 2 * k + prow, L.rows - 1));
+        w[kNJ - 1][k] = ld_stream16(T.packed + size_t(row) * uint32_t(half_cols) + 16 * pg_clamped);
+        s[kNJ - 1][k] = ld_stream8(T.scale + size_t(row) * uint32_t(G) + pg_clamped);
       }
     }
     float acc[kRows];
@@ -249,9 +259,7 @@ bool launch_warp(const Launch& L, Mxfp4Tuning t, cudaStream_t stream) {
   if (t.decode == Mxfp4Decode::warp3) return launch_blocks<3, 0>(L, t.rows_per_thread, stream), true;
   if (t.decode == Mxfp4Decode::warp1) return launch_blocks<1, 0>(L, t.rows_per_thread, stream), true;
   if (t.decode == Mxfp4Decode::warp_f2) return launch_blocks<2, 4>(L, t.rows_per_thread, stream), true;
-  if (t.decode == Mxfp4Decode::warp_mix) return launch_blocks<2, 2>(L, t.rows_per_thread, stream), true;
   if (t.decode == Mxfp4Decode::warp_mix1) return launch_blocks<2, 1>(L, t.rows_per_thread, stream), true;
-  if (t.decode == Mxfp4Decode::warp_mix3) return launch_blocks<2, 3>(L, t.rows_per_thread, stream), true;
   return false;
 }
 
