@@ -20,8 +20,11 @@
 // activations sit in the high 128 bytes of row g (its eight 16-byte chunks
 // XOR-swizzled by g mod 8, so the quarter-warp of a 16-byte read hits eight
 // different bank groups): 64 KB of shared memory per block in all, so three
-// 8-warp blocks fit an SM (`warp3`, at most 80 registers a thread) or two of
-// 128 registers (`warp`).
+// 8-warp blocks fit an SM (`warp3`, at most 80 registers a thread: the
+// default) or two of 128 registers (`warp`). `warp_f2` / `warp_mix1` decode
+// all / a quarter of the code words by a float2 table instead (Layout below):
+// fewer integer instructions, twice the shared-memory bytes; measured slower /
+// no faster (docs/kernels.md, "Fifth session").
 #include <algorithm>
 
 #include "kernels/cuda/common.cuh"
