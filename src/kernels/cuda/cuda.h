@@ -68,12 +68,14 @@ void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* st
 // (rows_per_thread: rows per warp, 2 or 4; the lanes split a row's groups),
 // no partial sums in shared memory; one (warp1: up to 255 registers, so
 // every load of a tile is in flight at once), two (warp) or three (warp3)
-// 8-warp blocks per SM (warp3, 4 rows: the default, the fastest measured).
+// 8-warp blocks per SM; warp_auto (4 rows: the default): warp3, or warp when
+// the launch's tiles split over two blocks an SM much more evenly than over
+// three (K3's down projection: 4.5 tiles a block with three).
 // warp_mix1: warp with one code word in four decoded by a float2 table
 // (PRMT + LDS.64 per two codes: fewer integer instructions, twice the
 // shared-memory bytes, 96 KB a block); warp_f2: all of them. Prefill falls
 // back to lookup_bf16 (same bits).
-enum class Mxfp4Decode { lookup, bits, lookup_async, lookup_bf16, warp, warp3, warp1, warp_f2, warp_mix1 };
+enum class Mxfp4Decode { lookup, bits, lookup_async, lookup_bf16, warp, warp3, warp1, warp_f2, warp_mix1, warp_auto };
 struct Mxfp4Tuning {
   Mxfp4Decode decode;
   int rows_per_thread;

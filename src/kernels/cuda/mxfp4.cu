@@ -52,7 +52,7 @@ using namespace detail;
 constexpr int kMaxThreads = 448;  // RS·G: 14 warps; two blocks of 64-register threads fit an SM
 constexpr int kLutFloats = 256 * 32 * 2;  // 64 KB
 
-Mxfp4Tuning g_tuning{Mxfp4Decode::warp3, 4};  // the fastest measured (docs/benchmarks.md)
+Mxfp4Tuning g_tuning{Mxfp4Decode::warp_auto, 4};  // the fastest measured (docs/benchmarks.md)
 
 // Eight codes of one 32-bit word (column 8j+i is nibble i) -> d[i].
 __device__ __forceinline__ void decode_bits(uint32_t w, float (&d)[8]) {
@@ -416,7 +416,8 @@ void launch_rows(const Launch& L, cudaStream_t stream) {
     case Mxfp4Decode::warp3:
     case Mxfp4Decode::warp1:
     case Mxfp4Decode::warp_f2:
-    case Mxfp4Decode::warp_mix1: return launch_variant<4, kTok, kRows, true>(L, stream);
+    case Mxfp4Decode::warp_mix1:
+    case Mxfp4Decode::warp_auto: return launch_variant<4, kTok, kRows, true>(L, stream);
   }
 }
 
@@ -424,7 +425,7 @@ template <int kTok>
 void launch_tok(const Launch& L, cudaStream_t stream) {
   if (g_tuning.decode == Mxfp4Decode::warp || g_tuning.decode == Mxfp4Decode::warp3 ||
       g_tuning.decode == Mxfp4Decode::warp1 || g_tuning.decode == Mxfp4Decode::warp_f2 ||
-      g_tuning.decode == Mxfp4Decode::warp_mix1) {
+      g_tuning.decode == Mxfp4Decode::warp_mix1 || g_tuning.decode == Mxfp4Decode::warp_auto) {
     if (kTok == 1 && launch_warp(L, g_tuning, stream)) return;
     return launch_rows<kTok, 4>(L, stream);  // prefill: same bits
   }
@@ -449,7 +450,7 @@ const std::vector<Mxfp4Tuning>& mxfp4_tunings() {
       {Mxfp4Decode::lookup_async, 8}, {Mxfp4Decode::lookup_bf16, 4},  {Mxfp4Decode::lookup_bf16, 8},
       {Mxfp4Decode::warp, 2},         {Mxfp4Decode::warp, 4},         {Mxfp4Decode::warp3, 2},
       {Mxfp4Decode::warp3, 4},        {Mxfp4Decode::warp1, 4},        {Mxfp4Decode::warp_f2, 4},
-      {Mxfp4Decode::warp_mix1, 2},    {Mxfp4Decode::warp_mix1, 4}};
+      {Mxfp4Decode::warp_mix1, 2},    {Mxfp4Decode::warp_mix1, 4},    {Mxfp4Decode::warp_auto, 4}};
   return all;
 }
 
@@ -474,6 +475,7 @@ const char* mxfp4_decode_name(Mxfp4Decode d) {
     case Mxfp4Decode::warp1: return "warp1";
     case Mxfp4Decode::warp_f2: return "warp_f2";
     case Mxfp4Decode::warp_mix1: return "warp_mix1";
+    case Mxfp4Decode::warp_auto: return "warp_auto";
   }
   return "?";
 }

@@ -20,8 +20,8 @@
 // activations sit in the high 128 bytes of row g (its eight 16-byte chunks
 // XOR-swizzled by g mod 8, so the quarter-warp of a 16-byte read hits eight
 // different bank groups): 64 KB of shared memory per block in all, so three
-// 8-warp blocks fit an SM (`warp3`, at most 80 registers a thread: the
-// default) or two of 128 registers (`warp`). `warp_f2` / `warp_mix1` decode
+// 8-warp blocks fit an SM (`warp3`, at most 80 registers a thread) or two of
+// 128 registers (`warp`); `warp_auto` (the default) picks one per launch. `warp_f2` / `warp_mix1` decode
 // all / a quarter of the code words by a float2 table instead (Layout below):
 // fewer integer instructions, twice the shared-memory bytes; measured slower /
 // no faster (docs/kernels.md, "Fifth session").
@@ -258,6 +258,21 @@ void launch_blocks(const Launch& L, int rows, cudaStream_t stream) {
 
 bool launch_warp(const Launch& L, Mxfp4Tuning t, cudaStream_t stream) {
   static_assert(kMaxCols / 32 <= kMaxGroups, "one table row per group");
+  if (t.decode == Mxfp4Decode::warp_auto) {
+    // Blocks take whole tiles, so the slowest does ceil(tiles / blocks) of
+    // them: three blocks an SM (24 warps, ~4 % faster per tile) unless two
+    // split the tiles more than 5 % more evenly.
+    const int rows_per_warp = (L.cols / 32 + 31) / 32 <= 4 && t.rows_per_thread >= 4 ? 4 : 2;  // as launch_nj
+    const int64_t tiles = int64_t(L.ntasks) * ((L.rows + kWarps * rows_per_warp - 1) / (kWarps * rows_per_warp));
+    const int sms = sm_count();
+    auto balance = [&](int64_t blocks) {
+      blocks = std::min(blocks, tiles);
+      return double(tiles) / double(blocks * ((tiles + blocks - 1) / blocks));
+    };
+    if (tiles > 0 && balance(2 * sms) > balance(3 * sms) + 0.05)
+      return launch_blocks<2, 0>(L, t.rows_per_thread, stream), true;
+    return launch_blocks<3, 0>(L, t.rows_per_thread, stream), true;
+  }
   if (t.decode == Mxfp4Decode::warp) return launch_blocks<2, 0>(L, t.rows_per_thread, stream), true;
   if (t.decode == Mxfp4Decode::warp3) return launch_blocks<3, 0>(L, t.rows_per_thread, stream), true;
   if (t.decode == Mxfp4Decode::warp1) return launch_blocks<1, 0>(L, t.rows_per_thread, stream), true;
