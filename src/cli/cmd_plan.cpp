@@ -7,12 +7,14 @@
 // --preset k3 it runs on K3's shipped config (k3/k3_config.h) with no weights.
 //
 // Projection: the spine streams through a ring that a loader thread keeps
-// ahead of the computation, and a layer's routed experts are read in
-// parallel, each computed as it lands (a k3-slice bench with the spine
-// resident read 0.81 GB of experts and computed 8 GB of spine in a 1.26 s
-// step), so reading and computing overlap: a step takes the larger of the
-// I/O floor (every byte / disk rate: one disk serves both) and the compute
-// floor. docs/benchmarks.md compares it with `bench`.
+// ahead of the computation, so its reads overlap compute; a layer's routed
+// experts are known only once its router has run and the layer's output waits
+// for them (prefetch guesses lead by a layer at most), so the experts the
+// cache misses are read on the critical path, beside no compute. A step takes
+// the larger of the I/O floor (every byte / disk rate: one disk serves both)
+// and the compute floor plus the missed experts' reads (docs/benchmarks.md,
+// "`sluice plan` against `bench`": with the spine resident a k3-slice step
+// measured compute + expert reads, not the larger of the two).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -112,7 +114,9 @@ int run_plan(const PlanArgs& a) {
   const double mxfp4_s = touched * double(c.expert_span_bytes()) / (r.mxfp4_gbps * scale * 1e9);
   const double decode_s = decoded / (r.decode_gbps * scale * 1e9);
   const double compute_floor = bf16_s + int8_s + mxfp4_s + decode_s;
-  const double projected = std::max(io_floor, compute_floor);
+  const double expert_wait = expert_read / (a.disk_gbps * 1e9);  // missed experts, read while compute waits
+  const double critical = compute_floor + expert_wait;
+  const double projected = std::max(io_floor, critical);
 
   const double all_experts = double(moe) * c.num_experts;
   const double slots = std::min(all_experts, std::floor(double(p.expert_cache) / std::max(1.0, double(SpanReader::direct_capacity(c.expert_span_bytes())))));
@@ -145,9 +149,12 @@ int run_plan(const PlanArgs& a) {
               "decode %.3f GB (%.3f s)\n",
               compute_floor, gb(bf16_bytes), bf16_s, gb(int8_bytes), int8_s, gb(touched * double(c.expert_span_bytes())),
               mxfp4_s, gb(decoded), decode_s);
-  std::printf(projected >= 0.1 ? "projected    %.3f s/token (%s: reads and compute overlap, the larger floor sets the pace)\n"
-                                : "projected    %.6f s/token (%s: reads and compute overlap, the larger floor sets the pace)\n",
-              projected, io_floor >= compute_floor ? "I/O-bound" : "compute-bound");
+  std::printf("critical path %.3f s per token: compute floor + %.3f s reading the missed experts, which wait for "
+              "their router\n",
+              critical, expert_wait);
+  std::printf(projected >= 0.1 ? "projected    %.3f s/token (%s: the larger of the I/O floor and the critical path)\n"
+                                : "projected    %.6f s/token (%s: the larger of the I/O floor and the critical path)\n",
+              projected, io_floor >= critical ? "I/O-bound" : "compute and expert reads");
   return 0;
 }
 

@@ -46,7 +46,8 @@ TEST(CliPlan, ResidentSpineReadsOnlyExpertsAndLessRamStreamsMore) {
   const std::string small = run("plan --model " + model + " --ram " + ram + " --disk-gbps 0.001 --spine bf16 --probe-seconds 0.05", &rc);
   EXPECT_EQ(rc, 0) << small;
   EXPECT_NE(small.find("(part)"), std::string::npos) << small;
-  // At a slow disk the step is I/O-bound: twice the bandwidth, half the time.
+  // At a slow disk the step is I/O-bound (the streamed spine's reads exceed
+  // what compute hides them behind): twice the bandwidth, half the time.
   const std::string fast = run("plan --model " + model + " --ram " + ram + " --disk-gbps 0.002 --spine bf16 --probe-seconds 0.05", &rc);
   EXPECT_NE(small.find("I/O-bound"), std::string::npos) << small;
   EXPECT_NEAR(seconds_per_token(fast) * 2, seconds_per_token(small), 0.002) << fast;
@@ -75,6 +76,24 @@ TEST(CliPlan, PresetK3NeedsNoWeights) {
   const std::string p512 = run(k + " --ram 512G --disk-gbps 7", &rc);
   EXPECT_NE(p512.find("(all of it)"), std::string::npos) << p512;
   EXPECT_LT(number_after(p512, "I/O floor   "), number_after(p64, "I/O floor   ")) << p512;
+  // With the spine resident a token reads only experts, and those reads wait
+  // for their routers: the step is the compute floor plus the missed experts'
+  // reads at the disk rate, not the larger of the two.
+  {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(p512, m, std::regex("experts ([0-9.]+) GB \\(([0-9]+) of ([0-9]+) read"))) << p512;
+    const double experts_gb = std::stod(m[1]);
+    EXPECT_EQ(m[2], m[3]) << p512;  // hit rate 0: every touched expert is read
+    const double wait = number_after(p512, "compute floor \\+");
+    EXPECT_NEAR(wait, experts_gb / 7, 0.002) << p512;
+    const double critical = number_after(p512, "critical path");
+    EXPECT_NEAR(critical, number_after(p512, "compute floor") + wait, 0.002) << p512;
+    EXPECT_GT(critical, number_after(p512, "I/O floor   ")) << p512;
+    EXPECT_NEAR(seconds_per_token(p512), critical, 0.002) << p512;
+    // A cache that serves half the touched experts halves the wait.
+    const std::string h = run(k + " --ram 512G --disk-gbps 7 --hit-rate 0.5", &rc);
+    EXPECT_NEAR(number_after(h, "compute floor \\+"), wait / 2, 0.002) << h;
+  }
   // Lossless (modelled at nanoK3's ratio): fewer bytes streamed, some decoding.
   const std::string l64 = run(k + " --ram 64G --disk-gbps 7 --spine lossless", &rc);
   ASSERT_EQ(rc, 0) << l64;

@@ -1,6 +1,9 @@
 #include "kernels/rate_probe.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <ctime>
 #include <cstdint>
@@ -27,20 +30,33 @@ double thread_cpu_s() {
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
-// Bytes per second of `bytes_per_call`, repeating f for about `seconds` (one warm-up call).
+// Bytes per second of `bytes_per_call`, repeating f(copy) for about `seconds`
+// (one warm-up pass over the copies), cycling through `copies` copies of the
+// weights so that no call finds its matrix in the last-level cache.
 template <class F>
-double rate(double bytes_per_call, double seconds, bool cpu, const F& f) {
+double rate(double bytes_per_call, int copies, double seconds, bool cpu, const F& f) {
   double (*now_s)() = cpu ? thread_cpu_s : wall_s;
-  f();
+  for (int i = 0; i < copies; i++) f(i);
   int calls = 0;
   const double t0 = now_s();
   double t = t0;
   do {
-    f();
+    f(calls % copies);
     calls++;
     t = now_s();
   } while (t - t0 < seconds);
   return bytes_per_call * calls / (t - t0);
+}
+
+// How many copies of a `bytes` matrix make a working set of at least four
+// last-level caches (256 MiB at least, 1 GiB at most). A step reads gigabytes
+// of distinct weights from RAM; one 64 MiB matrix read over and over partly
+// stays in a 32 MiB L3 (its replacement is not LRU) and measured up to twice
+// the rate a step's matvecs get, by how much of it the neighbours left cached.
+int copies_beyond_cache(size_t bytes) {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const double want = std::min(double(1u << 30), std::max(double(256u << 20), 4.0 * double(std::max(l3, 0L))));
+  return std::max(1, int(std::ceil(want / double(bytes))));
 }
 
 // Trained-like bf16 weights: Gaussian, sigma 0.02 (what the codec's ratio and speed are quoted on).
@@ -73,37 +89,53 @@ KernelRates measure_kernel_rates(int threads, double seconds) {
   // values do not matter to the matvec, so the Gaussian values are tiled.
   {
     const int rows = 4680, cols = 7168;
-    std::vector<uint16_t> w(size_t(rows) * cols);
+    const size_t n = size_t(rows) * cols;
+    const int copies = copies_beyond_cache(n * 2);
+    std::vector<uint16_t> w(n * size_t(copies));
     for (size_t at = 0; at < w.size(); at += gauss.size())
       std::memcpy(w.data() + at, gauss.data(), std::min(gauss.size(), w.size() - at) * 2);
     std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
-    r.bf16_gbps = rate(double(w.size()) * 2, each, cpu, [&] { fast::matvec_bf16(w.data(), rows, cols, x.data(), y.data()); }) / 1e9;
+    r.bf16_gbps = rate(double(n) * 2, copies, each, cpu, [&](int i) {
+                    fast::matvec_bf16(w.data() + n * size_t(i), rows, cols, x.data(), y.data());
+                  }) / 1e9;
   }
   // int8: the same shape as the bf16 matrix (half its bytes); random codes,
   // and normal scales as trained weights have (a denormal scale would cost a
   // microcode assist per group that real packs never pay).
   {
     const int rows = 4680, cols = 7168;
-    std::vector<uint8_t> w(size_t(rows) * ref::int8_row_bytes(cols));
+    const size_t n = size_t(rows) * ref::int8_row_bytes(cols);
+    const int copies = copies_beyond_cache(n);
+    std::vector<uint8_t> w(n * size_t(copies));
     std::mt19937 rng(8);
-    for (uint8_t& b : w) b = uint8_t(rng());
+    for (size_t i = 0; i < n; i++) w[i] = uint8_t(rng());
     const float scale = 1e-4f;
     for (int r = 0; r < rows; r++)
       for (int g = 0; g < ref::int8_groups(cols); g++)
         std::memcpy(w.data() + size_t(r) * ref::int8_row_bytes(cols) + 4 * size_t(g), &scale, 4);
+    for (int i = 1; i < copies; i++) std::memcpy(w.data() + n * size_t(i), w.data(), n);
     std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
-    r.int8_gbps = rate(double(w.size()), each, cpu, [&] { fast::matvec_int8(w.data(), rows, cols, x.data(), y.data()); }) / 1e9;
+    r.int8_gbps = rate(double(n), copies, each, cpu, [&](int i) {
+                    fast::matvec_int8(w.data() + n * size_t(i), rows, cols, x.data(), y.data());
+                  }) / 1e9;
   }
   // MXFP4: four experts' w1 at K3's shape (3072 x 3584 each), 23 MB with scales.
   {
     const int rows = 4 * 3072, cols = 3584;
-    std::vector<uint8_t> packed(size_t(rows) * cols / 2), scale(size_t(rows) * cols / 32);
+    const size_t np = size_t(rows) * cols / 2, ns = size_t(rows) * cols / 32;
+    const int copies = copies_beyond_cache(np + ns);
+    std::vector<uint8_t> packed(np * size_t(copies)), scale(ns * size_t(copies));
     std::mt19937 rng(9);
-    for (uint8_t& b : packed) b = uint8_t(rng());
-    for (uint8_t& s : scale) s = uint8_t(120 + rng() % 8);
+    for (size_t i = 0; i < np; i++) packed[i] = uint8_t(rng());
+    for (size_t i = 0; i < ns; i++) scale[i] = uint8_t(120 + rng() % 8);
+    for (int i = 1; i < copies; i++) {
+      std::memcpy(packed.data() + np * size_t(i), packed.data(), np);
+      std::memcpy(scale.data() + ns * size_t(i), scale.data(), ns);
+    }
     std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
-    r.mxfp4_gbps = rate(double(packed.size() + scale.size()), each, cpu, [&] {
-                     fast::matvec_mxfp4(packed.data(), scale.data(), rows, cols, x.data(), y.data());
+    r.mxfp4_gbps = rate(double(np + ns), copies, each, cpu, [&](int i) {
+                     fast::matvec_mxfp4(packed.data() + np * size_t(i), scale.data() + ns * size_t(i), rows, cols,
+                                        x.data(), y.data());
                    }) / 1e9;
   }
   // Lossless decode: 64K-value blocks (a pack's), one per pool chunk, as the spine decodes a piece.
@@ -117,7 +149,8 @@ KernelRates measure_kernel_rates(int threads, double seconds) {
     }
     at.push_back(enc.size());
     std::vector<uint16_t> out(w.size());
-    r.decode_gbps = rate(double(w.size()) * 2, each, cpu, [&] {
+    // (one copy: decoding runs at ~2 GB/s per core, far below RAM's rate, so the cache hardly matters)
+    r.decode_gbps = rate(double(w.size()) * 2, 1, each, cpu, [&](int) {
                       parallel_for(blocks, [&](int64_t b0, int64_t b1) {
                         for (int64_t b = b0; b < b1; b++)
                           codec::decode(enc.data() + at[size_t(b)], at[size_t(b) + 1] - at[size_t(b)],

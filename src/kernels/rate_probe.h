@@ -4,8 +4,9 @@
 // A decode step multiplies every spine matrix (bf16, or int8 with an int8
 // pack) and every routed expert it touches (MXFP4) by one vector, and decodes
 // the lossless pieces it streams. Each rate is bytes of weights per second of wall time through the
-// fast kernels on the kernel pool, with matrices larger than the caches (the
-// weights come from RAM, as in a step).
+// fast kernels on the kernel pool, cycling through copies of each matrix that
+// together exceed four last-level caches (the weights come from RAM, as in a
+// step: one matrix reused would partly stay in the cache).
 #pragma once
 
 namespace sluice::kernels {
