@@ -105,15 +105,31 @@ class DirectExperts : public ExpertSource {
   // fetch starts from a consistent cache (a repaired file then reads fine).
   void fetch(int layer, std::span<const int> experts,
              const std::function<void(size_t, const uint8_t*)>& use) override {
+    fetch_overlapped(layer, experts, use, {});
+  }
+
+  void fetch_overlapped(int layer, std::span<const int> experts, const std::function<void(size_t, const uint8_t*)>& use,
+                        const std::function<void()>& meanwhile) override {
+    meanwhile_ = meanwhile ? &meanwhile : nullptr;
     in_fetch_ = true;
     try {
       fetch_or_throw(layer, experts, use);
     } catch (...) {
       in_fetch_ = false;
+      meanwhile_ = nullptr;
       recover();
       throw;
     }
     in_fetch_ = false;
+    run_meanwhile();  // the fetch never blocked: now
+  }
+
+  // Runs the fetch's meanwhile() the first time it is called.
+  void run_meanwhile() {
+    if (!meanwhile_) return;
+    const std::function<void()>* f = meanwhile_;
+    meanwhile_ = nullptr;
+    (*f)();
   }
 
   void fetch_or_throw(int layer, std::span<const int> experts,
@@ -226,6 +242,7 @@ class DirectExperts : public ExpertSource {
       stats_.fetched++;
     }
     while (outstanding > 0) {
+      run_meanwhile();  // before the first block on a read (its pumps keep the queue full)
       const auto w0 = std::chrono::steady_clock::now();
       Completed c = reader_.wait_any();
       stats_.wait_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -585,6 +602,7 @@ class DirectExperts : public ExpertSource {
   std::vector<Guess> guesses_;              // issued hints, until the fetch of their layer
   uint64_t last_fetch_ns_ = 0, last_busy_ns_ = 0;
   bool in_fetch_ = false;  // pump() then leaves completions to the fetch's own loop
+  const std::function<void()>* meanwhile_ = nullptr;  // the fetch's meanwhile(), until it has run
   ExpertStats stats_;
   std::atomic<bool> stop_populating_{false};
   std::thread populator_;  // faults the slots' memory in (start_populating)

@@ -56,6 +56,16 @@ class ExpertSource {
   // expert experts[i] of `layer`, in any order; the span is valid during the call.
   virtual void fetch(int layer, std::span<const int> experts,
                      const std::function<void(size_t i, const uint8_t* span)>& use) = 0;
+  // fetch(), and meanwhile() called once during it: where the fetch would
+  // first block on a read (work that needs no expert bytes fills the wait:
+  // the MoE's shared experts), or after the last use() when it never blocks.
+  // Default: fetch, then meanwhile.
+  virtual void fetch_overlapped(int layer, std::span<const int> experts,
+                                const std::function<void(size_t i, const uint8_t* span)>& use,
+                                const std::function<void()>& meanwhile) {
+    fetch(layer, experts, use);
+    if (meanwhile) meanwhile();
+  }
   // A hint: these experts of `layer` will probably be needed soon; the reads
   // start right after the next fetch() has issued its own, behind any read a
   // fetch waits for, into cache slots or (no slot) spare read buffers. The

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,44 @@ TEST(ExpertSource, MissFillerIsAskedOnlyForWhatTheCacheLacks) {
   EXPECT_EQ(s.fetched, 6u);
   EXPECT_EQ(s.cache_hits, 2u);
   EXPECT_EQ(s.bytes_read, 0u);  // nothing read from the (holed) shards
+}
+
+// fetch_overlapped: meanwhile() runs exactly once, before the first use()
+// when the fetch must wait for reads (a cold cache), after the last when
+// everything was at hand (the same experts again, now cached, and the
+// default of a source without reads of its own); the bytes are a plain fetch's.
+TEST(ExpertSource, MeanwhileRunsOnceWhereTheFetchWouldWait) {
+  const Checkpoint ck = open_checkpoint(std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model");
+  const int layer = ck.config.first_k_dense_replace;
+  const std::vector<int> experts = {0, 3, 5};
+  const uint64_t n = ck.config.expert_span_bytes();
+  auto plain = make_pread_expert_source(ck);
+  DirectSourceOptions d;
+  d.cache_bytes = 64ull << 20;
+  d.inflight_bytes = 1ull << 20;
+  auto direct = make_direct_expert_source(ck, d);
+  // Events in order: the expert index for a use(), -1 for meanwhile().
+  auto run = [&](ExpertSource& s, std::vector<int>* events) {
+    std::vector<std::vector<uint8_t>> out(experts.size());
+    s.fetch_overlapped(layer, experts, [&](size_t i, const uint8_t* p) {
+      out[i].assign(p, p + n);
+      events->push_back(int(i));
+    }, [&] { events->push_back(-1); });
+    return out;
+  };
+  const std::vector<std::vector<uint8_t>> want = fetch_all(*plain, ck, layer, experts);
+  std::vector<int> cold, warm, pread;
+  EXPECT_EQ(run(*direct, &cold), want);
+  EXPECT_EQ(run(*direct, &warm), want);
+  EXPECT_EQ(run(*plain, &pread), want);
+  for (const std::vector<int>* e : {&cold, &warm, &pread}) {
+    ASSERT_EQ(e->size(), experts.size() + 1);
+    EXPECT_EQ(std::count(e->begin(), e->end(), -1), 1);
+  }
+  EXPECT_EQ(cold.front(), -1);  // nothing cached: it had to wait before the first use
+  EXPECT_EQ(warm.back(), -1);   // all cached: never waited
+  EXPECT_EQ(pread.back(), -1);
+  EXPECT_EQ(direct->stats().cache_hits, experts.size());
 }
 
 }  // namespace

@@ -63,7 +63,15 @@ void moe_forward(const ModelConfig& c, Spine& sp, const MoeWeights& w, int layer
   std::vector<float> expert_out(size_t(T) * K * LAT);  // [t][slot][LAT]
   const ExpertLayout lay = expert_layout(c);
   std::vector<float> xin, g, u, o;
-  experts.fetch(layer, needed, [&](size_t i, const uint8_t* span) {
+  // The shared experts need no routed expert's bytes: they compute while the
+  // fetch would wait for reads (their own sum, added last as before: same bits).
+  std::vector<float> sh;
+  const auto shared = [&] {
+    if (c.num_shared_experts <= 0) return;
+    sh.resize(size_t(T) * H);
+    situ_mlp(c, sp, w.sh_gate, w.sh_up, w.sh_down, y, T, sh.data());
+  };
+  experts.fetch_overlapped(layer, needed, [&](size_t i, const uint8_t* span) {
     const std::vector<int>& who = users[needed[i]];
     const int n = int(who.size());
     xin.resize(size_t(n) * LAT);
@@ -84,7 +92,7 @@ void moe_forward(const ModelConfig& c, Spine& sp, const MoeWeights& w, int layer
     experts.pump();
     for (int r = 0; r < n; r++)
       std::copy_n(o.data() + size_t(r) * LAT, LAT, expert_out.data() + size_t(who[size_t(r)]) * LAT);
-  });
+  }, shared);
 
   // Combine in ascending expert id, latent norm, up projection.
   std::vector<float> comb(size_t(T) * LAT);
@@ -92,11 +100,7 @@ void moe_forward(const ModelConfig& c, Spine& sp, const MoeWeights& w, int layer
   be.rmsnorm_rows(comb.data(), LAT, sp.vec(w.rnorm), T, LAT, c.rms_norm_eps, comb.data(), LAT);
   sp.matmul(w.rup, comb.data(), T, out);
 
-  if (c.num_shared_experts > 0) {
-    std::vector<float> sh(size_t(T) * H);
-    situ_mlp(c, sp, w.sh_gate, w.sh_up, w.sh_down, y, T, sh.data());
-    be.add(out, sh.data(), sh.size());
-  }
+  if (c.num_shared_experts > 0) be.add(out, sh.data(), sh.size());
 }
 
 }  // namespace sluice

@@ -58,7 +58,8 @@ struct MoeWeights {
   std::vector<float> rnorm;    // [Lat]
   Bf16Matrix sh_gate, sh_up, sh_down;  // [S, H], [S, H], [H, S]; absent when no shared experts
   // The router is not here: it is pinned (resident whatever the budget; the lookahead needs it early).
-  std::vector<Bf16Matrix*> use_order() { return {&rdown, &rup, &sh_gate, &sh_up, &sh_down}; }
+  // The shared experts compute while the routed experts' reads land (k3/moe.cpp), before rup.
+  std::vector<Bf16Matrix*> use_order() { return {&rdown, &sh_gate, &sh_up, &sh_down, &rup}; }
 };
 
 // A layer's spine comes in two parts, loaded (and streamed) separately: the
