@@ -57,6 +57,8 @@ std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck) {
 // ---- io_uring + O_DIRECT + RAM cache ----------------------------------------
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 #include <algorithm>
 #include <atomic>
@@ -190,7 +192,7 @@ class DirectExperts : public ExpertSource {
       while (!to_read.empty()) {
         const size_t i = to_read.front();
         const FileSpan& s = ck_.experts[size_t(layer)][size_t(experts[i])];
-        int slot = cache_.insert(layer, experts[i]);  // pinned when >= 0
+        int slot = claim_slot(layer, experts[i]);  // pinned when >= 0
         // No buffer free: wait for one of ours to land (never for a guess's:
         // with nothing of ours in flight, take one more buffer instead).
         if (slot < 0 && free_bypass_.empty() && bypass_.size() >= max_bypass_ && outstanding > 0) break;
@@ -305,6 +307,11 @@ class DirectExperts : public ExpertSource {
     }
   }
 
+  void long_pass(bool running) override {
+    if (filler_) filler_->long_pass(running);
+    long_pass_.store(running, std::memory_order_relaxed);
+  }
+
   bool record_reads(std::vector<ExpertRead>* log) override {
     log_ = log;
     return true;
@@ -349,7 +356,7 @@ class DirectExperts : public ExpertSource {
     for (size_t i : misses) ids.push_back(experts[i]);
     filler_->fetch(layer, ids, [&](size_t j, const uint8_t* bytes) {
       const size_t i = misses[j];
-      const int slot = cache_.insert(layer, experts[i]);
+      const int slot = claim_slot(layer, experts[i]);
       if (slot >= 0) {
         uint8_t* to = cache_.slot_buffer(slot).data();
         std::memcpy(to, bytes, span_);
@@ -373,7 +380,7 @@ class DirectExperts : public ExpertSource {
                          std::any_of(guesses_.begin(), guesses_.end(),
                                      [&](const Guess& g) { return g.layer == layer && g.expert == e; });
       if (known) continue;
-      int slot = cache_.insert(layer, e);  // a guess never displaces pinned work
+      int slot = claim_slot(layer, e);  // a guess never displaces pinned work
       if (slot < 0) {
         if (!spare_ok || (free_bypass_.empty() && bypass_.size() >= max_bypass_)) {
           hints_[kept++] = hints_[h];
@@ -434,22 +441,53 @@ class DirectExperts : public ExpertSource {
   // Fresh memory is zeroed by the kernel on first touch, and an O_DIRECT read
   // into untouched pages does that inside io_uring_enter, on the thread that
   // submits: the first reads into the cache's slots (a prefill's) stalled
-  // compute for seconds (4 GiB of slots cost 10-15 s of page clearing on this
-  // VM, so a bigger budget made prefill slower). So the slots' memory is
-  // allocated now (address space only) and a helper thread faults it in, in
-  // the order slots are handed out, with MADV_POPULATE_WRITE: it never writes
-  // data, so a read landing in the same pages meanwhile is safe. Where the
-  // kernel lacks it (before 5.14) the helper just stops.
+  // compute for seconds (this VM clears well under 1 GB/s, so a bigger budget
+  // made prefill slower). So the slots' memory is allocated now (address
+  // space only) and a helper thread faults it in, slot by slot in the order
+  // slots are handed out, with MADV_POPULATE_WRITE (it never writes data),
+  // at the lowest CPU priority, and not at all during a long pass: on this VM
+  // a thread clearing pages holds its core even at the lowest priority, and
+  // a prompt's experts are read once (a prefill at 8.5 tok/s with a 57 MiB
+  // cache fell to 5.2 with the helper running beside it). The
+  // cache hands out only slots already faulted in (claim_slot); until more
+  // are, a miss reads into a reused spare buffer as with a small budget.
+  // Where the kernel lacks MADV_POPULATE_WRITE (before 5.14) the helper stops
+  // and every slot is usable at once (faulted in by the reads, as before).
   void start_populating() {
     std::vector<std::span<uint8_t>> spans;
     for (int s = 0; s < cache_.slot_count(); s++) spans.push_back(cache_.slot_buffer(s));
     if (spans.empty()) return;
+    if (uint64_t(spans.size()) * cache_.slot_bytes() <= kPopulateNowBytes) {
+      // Small (tests, toy models): fault it in now, so which misses are cached never depends on timing.
+      for (const std::span<uint8_t>& m : spans) ::madvise(m.data(), m.size(), MADV_POPULATE_WRITE);
+      populated_ = int(spans.size());
+      return;
+    }
     populator_ = std::thread([this, spans = std::move(spans)] {
-      for (const std::span<uint8_t>& m : spans) {
+      ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), 19);  // this thread only; failure is harmless
+      const int all = int(spans.size());
+      for (int s = 0; s < all; s++) {
+        while (long_pass_.load(std::memory_order_relaxed) && !stop_populating_)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
         if (stop_populating_) return;
-        if (::madvise(m.data(), m.size(), MADV_POPULATE_WRITE) != 0) return;
+        // In 2 MiB steps: each call holds the address space's lock, and a
+        // low-priority thread must not hold it long (mmap waits behind it).
+        const std::span<uint8_t> m = spans[size_t(s)];
+        for (size_t at = 0; at < m.size(); at += kPopulateStep) {
+          if (::madvise(m.data() + at, std::min(kPopulateStep, m.size() - at), MADV_POPULATE_WRITE) != 0) {
+            populated_.store(all, std::memory_order_relaxed);
+            return;
+          }
+        }
+        populated_.store(s + 1, std::memory_order_relaxed);
       }
     });
+  }
+
+  // A cache slot for (layer, expert) among those faulted in (start_populating), or -1.
+  int claim_slot(int layer, int expert) {
+    cache_.limit_free_slots(populated_.load(std::memory_order_relaxed));
+    return cache_.insert(layer, expert);
   }
 
   // The bytes a guess's read covers (its aligned superset).
@@ -586,7 +624,11 @@ class DirectExperts : public ExpertSource {
   uint64_t last_fetch_ns_ = 0, last_busy_ns_ = 0;
   bool in_fetch_ = false;  // pump() then leaves completions to the fetch's own loop
   ExpertStats stats_;
+  static constexpr size_t kPopulateStep = 2u << 20;
+  static constexpr uint64_t kPopulateNowBytes = 256ull << 20;
   std::atomic<bool> stop_populating_{false};
+  std::atomic<int> populated_{0};  // slots [0, populated_) are faulted in
+  std::atomic<bool> long_pass_{false};  // the populator waits while it is set
   std::thread populator_;  // faults the slots' memory in (start_populating)
 };
 

@@ -71,6 +71,7 @@ uint64_t working_bytes(const ModelConfig& c, int T, bool all_logits) {
 
 constexpr int kMinContext = 256;
 constexpr uint64_t kRingDepth = 512ull << 20;  // the default streaming ring's largest size
+constexpr int kLongPassRows = 32;  // a pass of more rows is a prompt chunk (ExpertSource::long_pass)
 
 namespace {
 
@@ -320,6 +321,17 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
   for (int tok : tokens)
     if (tok < 0 || tok >= V) fail("forward", "token id " + std::to_string(tok) + " is outside the vocabulary");
   const size_t TH = size_t(T) * H;
+  // A prompt chunk (decode passes carry a token and its drafts per sequence):
+  // the expert source's background work waits until it is done.
+  struct LongPass {
+    ExpertSource* src;
+    explicit LongPass(ExpertSource* s) : src(s) {
+      if (src) src->long_pass(true);
+    }
+    ~LongPass() {
+      if (src) src->long_pass(false);
+    }
+  } long_pass(T > kLongPassRows && m.experts ? m.experts.get() : nullptr);
   m.spine->begin_pass(which != Logits::None && logits);
   for (const SequenceRows& q : seqs)
     if (q.undo) {
