@@ -454,32 +454,43 @@ class DirectExperts : public ExpertSource {
   // Where the kernel lacks MADV_POPULATE_WRITE (before 5.14) the helper stops
   // and every slot is usable at once (faulted in by the reads, as before).
   void start_populating() {
-    std::vector<std::span<uint8_t>> spans;
-    for (int s = 0; s < cache_.slot_count(); s++) spans.push_back(cache_.slot_buffer(s));
-    if (spans.empty()) return;
-    if (uint64_t(spans.size()) * cache_.slot_bytes() <= kPopulateNowBytes) {
+    // The spare buffers first (every prompt chunk reads into them), then the slots.
+    std::vector<std::span<uint8_t>> spare, slots;
+    if (!filler_) {
+      for (uint64_t b = 0; b < max_bypass_; b++) bypass_.emplace_back(SpanReader::direct_capacity(span_));
+      for (size_t b = bypass_.size(); b-- > 0;) {
+        free_bypass_.push_back(int(b));
+        spare.push_back(bypass_[b].bytes());
+      }
+    }
+    for (int s = 0; s < cache_.slot_count(); s++) slots.push_back(cache_.slot_buffer(s));
+    auto fault_in = [](std::span<uint8_t> m) {
+      for (size_t at = 0; at < m.size(); at += kPopulateStep)
+        if (::madvise(m.data() + at, std::min(kPopulateStep, m.size() - at), MADV_POPULATE_WRITE) != 0) return false;
+      return true;
+    };
+    if (uint64_t(slots.size()) * cache_.slot_bytes() <= kPopulateNowBytes) {
       // Small (tests, toy models): fault it in now, so which misses are cached never depends on timing.
-      for (const std::span<uint8_t>& m : spans) ::madvise(m.data(), m.size(), MADV_POPULATE_WRITE);
-      populated_ = int(spans.size());
+      for (const std::span<uint8_t>& m : spare) fault_in(m);
+      for (const std::span<uint8_t>& m : slots) fault_in(m);
+      populated_ = int(slots.size());
       return;
     }
-    populator_ = std::thread([this, spans = std::move(spans)] {
+    populator_ = std::thread([this, spare = std::move(spare), slots = std::move(slots), fault_in] {
       ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), 19);  // this thread only; failure is harmless
-      const int all = int(spans.size());
-      for (int s = 0; s < all; s++) {
+      const int all = int(slots.size());
+      for (size_t i = 0; i < spare.size() + slots.size(); i++) {
         while (long_pass_.load(std::memory_order_relaxed) && !stop_populating_)
           std::this_thread::sleep_for(std::chrono::milliseconds(5));
         if (stop_populating_) return;
-        // In 2 MiB steps: each call holds the address space's lock, and a
-        // low-priority thread must not hold it long (mmap waits behind it).
-        const std::span<uint8_t> m = spans[size_t(s)];
-        for (size_t at = 0; at < m.size(); at += kPopulateStep) {
-          if (::madvise(m.data() + at, std::min(kPopulateStep, m.size() - at), MADV_POPULATE_WRITE) != 0) {
-            populated_.store(all, std::memory_order_relaxed);
-            return;
-          }
+        // In 2 MiB steps (fault_in): each call holds the address space's
+        // lock, and a low-priority thread must not hold it long.
+        const bool is_spare = i < spare.size();
+        if (!fault_in(is_spare ? spare[i] : slots[i - spare.size()])) {
+          populated_.store(all, std::memory_order_relaxed);
+          return;
         }
-        populated_.store(s + 1, std::memory_order_relaxed);
+        if (!is_spare) populated_.store(int(i - spare.size()) + 1, std::memory_order_relaxed);
       }
     });
   }
@@ -580,7 +591,9 @@ class DirectExperts : public ExpertSource {
   }
 
   // A buffer for a read the cache does not keep: reused, so no read faults in
-  // and zeroes fresh pages. Allocated on first need, at most max_bypass_.
+  // and zeroes fresh pages. max_bypass_ of them are allocated (and faulted in
+  // by the populator) when the source opens; one more only when a fetch has
+  // none of its own reads in flight.
   int take_bypass_buffer() {
     if (free_bypass_.empty()) {
       bypass_.emplace_back(SpanReader::direct_capacity(span_));
