@@ -137,7 +137,9 @@ int ExpertCache::insert(int layer, int expert) {
   // its oldest into the main segment first (they were just in use).
   while (window_count_ > window_target_ && !window_.empty()) move_to(window_.begin()->second, false);
   int slot = -1;
-  if (!free_slots_.empty()) {
+  // Free slots are taken lowest index first (erase() returns only slots that
+  // were handed out), so the back is below the limit whenever any free one is.
+  if (!free_slots_.empty() && free_slots_.back() < usable_slots_) {
     slot = free_slots_.back();
     free_slots_.pop_back();
   }

@@ -30,6 +30,7 @@
 // Not thread safe: the engine's I/O thread owns it.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <set>
 #include <span>
 #include <utility>
@@ -83,6 +84,13 @@ class ExpertCache {
   // is pinned or (heat) the expert is colder than every evictable one: read
   // it into scratch memory then.
   int insert(int layer, int expert);
+
+  // Only slots with index < n are handed out free (insert() evicts instead
+  // once those are taken): the engine faults slot memory in on a helper
+  // thread in index order and lets the cache use what is ready, so no read
+  // lands on fresh pages that the kernel must zero on the submitting thread.
+  // Default: every slot.
+  void limit_free_slots(int n) { usable_slots_ = n; }
 
   // The slot's memory: 4096-aligned, slot_bytes long; allocated on first use.
   std::span<uint8_t> slot_buffer(int slot);
@@ -141,6 +149,7 @@ class ExpertCache {
   EvictionSet window_, main_;
   size_t window_target_ = 0;  // slots the window may hold before it spills
   size_t window_count_ = 0;   // cached slots in the window, pinned or not
+  int usable_slots_ = std::numeric_limits<int>::max();  // limit_free_slots()
   uint64_t token_ = 0;
   uint64_t accesses_ = 0;
   CacheStats stats_;

@@ -255,5 +255,46 @@ TEST(ExpertCache, SlotsNeverOutnumberExperts) {
   c.check_invariants();
 }
 
+// limit_free_slots(n): only slots below n are handed out free; past them a
+// miss evicts (or bypasses) as if the cache were n slots, and raising the
+// limit hands out the next ones, in index order, including after erases.
+TEST(ExpertCache, LimitedFreeSlotsAreHandedOutInIndexOrder) {
+  for (CachePolicy p : {CachePolicy::lru, CachePolicy::heat}) {
+    ExpertCacheOptions o = small_cache(6, p);
+    o.window_slots = 6;
+    ExpertCache c(o);
+    c.limit_free_slots(0);
+    EXPECT_EQ(c.insert(0, 0), -1);  // nothing usable yet: the miss bypasses
+    EXPECT_EQ(c.stats().bypasses, 1u);
+    c.limit_free_slots(2);
+    const int a = c.insert(0, 1), b = c.insert(0, 2);
+    EXPECT_EQ(a, 0);
+    EXPECT_EQ(b, 1);
+    c.unpin(a);
+    c.unpin(b);
+    const int d = c.insert(0, 3);  // no free usable slot: LRU evicts, heat's window bypasses
+    EXPECT_TRUE(d == -1 || d < 2) << d;
+    if (d >= 0) c.unpin(d);
+    c.erase(0);
+    c.limit_free_slots(4);
+    std::vector<int> got;
+    for (int e = 4; e < 9; e++) {
+      const int s = c.insert(1, e);
+      if (s < 0) break;
+      got.push_back(s);
+      c.unpin(s);
+      c.check_invariants();
+    }
+    ASSERT_GE(got.size(), 3u);
+    EXPECT_EQ(got[0], 0);  // the erased slot first, then 2 and 3; never 4 or 5
+    EXPECT_EQ(got[1], 2);
+    EXPECT_EQ(got[2], 3);
+    for (int s : got) EXPECT_LT(s, 4);
+    c.limit_free_slots(6);
+    EXPECT_EQ(c.insert(2, 0), 4);
+    c.check_invariants();
+  }
+}
+
 }  // namespace
 }  // namespace sluice

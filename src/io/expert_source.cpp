@@ -57,6 +57,8 @@ std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck) {
 // ---- io_uring + O_DIRECT + RAM cache ----------------------------------------
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 #include <algorithm>
 #include <atomic>
@@ -206,7 +208,7 @@ class DirectExperts : public ExpertSource {
       while (!to_read.empty()) {
         const size_t i = to_read.front();
         const FileSpan& s = ck_.experts[size_t(layer)][size_t(experts[i])];
-        int slot = cache_.insert(layer, experts[i]);  // pinned when >= 0
+        int slot = claim_slot(layer, experts[i]);  // pinned when >= 0
         // No buffer free: wait for one of ours to land (never for a guess's:
         // with nothing of ours in flight, take one more buffer instead).
         if (slot < 0 && free_bypass_.empty() && bypass_.size() >= max_bypass_ && outstanding > 0) break;
@@ -322,6 +324,11 @@ class DirectExperts : public ExpertSource {
     }
   }
 
+  void long_pass(bool running) override {
+    if (filler_) filler_->long_pass(running);
+    long_pass_.store(running, std::memory_order_relaxed);
+  }
+
   bool record_reads(std::vector<ExpertRead>* log) override {
     log_ = log;
     return true;
@@ -366,7 +373,7 @@ class DirectExperts : public ExpertSource {
     for (size_t i : misses) ids.push_back(experts[i]);
     filler_->fetch(layer, ids, [&](size_t j, const uint8_t* bytes) {
       const size_t i = misses[j];
-      const int slot = cache_.insert(layer, experts[i]);
+      const int slot = claim_slot(layer, experts[i]);
       if (slot >= 0) {
         uint8_t* to = cache_.slot_buffer(slot).data();
         std::memcpy(to, bytes, span_);
@@ -390,7 +397,7 @@ class DirectExperts : public ExpertSource {
                          std::any_of(guesses_.begin(), guesses_.end(),
                                      [&](const Guess& g) { return g.layer == layer && g.expert == e; });
       if (known) continue;
-      int slot = cache_.insert(layer, e);  // a guess never displaces pinned work
+      int slot = claim_slot(layer, e);  // a guess never displaces pinned work
       if (slot < 0) {
         if (!spare_ok || (free_bypass_.empty() && bypass_.size() >= max_bypass_)) {
           hints_[kept++] = hints_[h];
@@ -451,22 +458,64 @@ class DirectExperts : public ExpertSource {
   // Fresh memory is zeroed by the kernel on first touch, and an O_DIRECT read
   // into untouched pages does that inside io_uring_enter, on the thread that
   // submits: the first reads into the cache's slots (a prefill's) stalled
-  // compute for seconds (4 GiB of slots cost 10-15 s of page clearing on this
-  // VM, so a bigger budget made prefill slower). So the slots' memory is
-  // allocated now (address space only) and a helper thread faults it in, in
-  // the order slots are handed out, with MADV_POPULATE_WRITE: it never writes
-  // data, so a read landing in the same pages meanwhile is safe. Where the
-  // kernel lacks it (before 5.14) the helper just stops.
+  // compute for seconds (this VM clears well under 1 GB/s, so a bigger budget
+  // made prefill slower). So the slots' memory is allocated now (address
+  // space only) and a helper thread faults it in, slot by slot in the order
+  // slots are handed out, with MADV_POPULATE_WRITE (it never writes data),
+  // at the lowest CPU priority, and not at all during a long pass: on this VM
+  // a thread clearing pages holds its core even at the lowest priority, and
+  // a prompt's experts are read once (a prefill at 8.5 tok/s with a 57 MiB
+  // cache fell to 5.2 with the helper running beside it). The
+  // cache hands out only slots already faulted in (claim_slot); until more
+  // are, a miss reads into a reused spare buffer as with a small budget.
+  // Where the kernel lacks MADV_POPULATE_WRITE (before 5.14) the helper stops
+  // and every slot is usable at once (faulted in by the reads, as before).
   void start_populating() {
-    std::vector<std::span<uint8_t>> spans;
-    for (int s = 0; s < cache_.slot_count(); s++) spans.push_back(cache_.slot_buffer(s));
-    if (spans.empty()) return;
-    populator_ = std::thread([this, spans = std::move(spans)] {
-      for (const std::span<uint8_t>& m : spans) {
+    // The spare buffers first (every prompt chunk reads into them), then the slots.
+    std::vector<std::span<uint8_t>> spare, slots;
+    if (!filler_) {
+      for (uint64_t b = 0; b < max_bypass_; b++) bypass_.emplace_back(SpanReader::direct_capacity(span_));
+      for (size_t b = bypass_.size(); b-- > 0;) {
+        free_bypass_.push_back(int(b));
+        spare.push_back(bypass_[b].bytes());
+      }
+    }
+    for (int s = 0; s < cache_.slot_count(); s++) slots.push_back(cache_.slot_buffer(s));
+    auto fault_in = [](std::span<uint8_t> m) {
+      for (size_t at = 0; at < m.size(); at += kPopulateStep)
+        if (::madvise(m.data() + at, std::min(kPopulateStep, m.size() - at), MADV_POPULATE_WRITE) != 0) return false;
+      return true;
+    };
+    if (uint64_t(slots.size()) * cache_.slot_bytes() <= kPopulateNowBytes) {
+      // Small (tests, toy models): fault it in now, so which misses are cached never depends on timing.
+      for (const std::span<uint8_t>& m : spare) fault_in(m);
+      for (const std::span<uint8_t>& m : slots) fault_in(m);
+      populated_ = int(slots.size());
+      return;
+    }
+    populator_ = std::thread([this, spare = std::move(spare), slots = std::move(slots), fault_in] {
+      ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), 19);  // this thread only; failure is harmless
+      const int all = int(slots.size());
+      for (size_t i = 0; i < spare.size() + slots.size(); i++) {
+        while (long_pass_.load(std::memory_order_relaxed) && !stop_populating_)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
         if (stop_populating_) return;
-        if (::madvise(m.data(), m.size(), MADV_POPULATE_WRITE) != 0) return;
+        // In 2 MiB steps (fault_in): each call holds the address space's
+        // lock, and a low-priority thread must not hold it long.
+        const bool is_spare = i < spare.size();
+        if (!fault_in(is_spare ? spare[i] : slots[i - spare.size()])) {
+          populated_.store(all, std::memory_order_relaxed);
+          return;
+        }
+        if (!is_spare) populated_.store(int(i - spare.size()) + 1, std::memory_order_relaxed);
       }
     });
+  }
+
+  // A cache slot for (layer, expert) among those faulted in (start_populating), or -1.
+  int claim_slot(int layer, int expert) {
+    cache_.limit_free_slots(populated_.load(std::memory_order_relaxed));
+    return cache_.insert(layer, expert);
   }
 
   // The bytes a guess's read covers (its aligned superset).
@@ -559,7 +608,9 @@ class DirectExperts : public ExpertSource {
   }
 
   // A buffer for a read the cache does not keep: reused, so no read faults in
-  // and zeroes fresh pages. Allocated on first need, at most max_bypass_.
+  // and zeroes fresh pages. max_bypass_ of them are allocated (and faulted in
+  // by the populator) when the source opens; one more only when a fetch has
+  // none of its own reads in flight.
   int take_bypass_buffer() {
     if (free_bypass_.empty()) {
       bypass_.emplace_back(SpanReader::direct_capacity(span_));
@@ -604,7 +655,11 @@ class DirectExperts : public ExpertSource {
   bool in_fetch_ = false;  // pump() then leaves completions to the fetch's own loop
   const std::function<void()>* meanwhile_ = nullptr;  // the fetch's meanwhile(), until it has run
   ExpertStats stats_;
+  static constexpr size_t kPopulateStep = 2u << 20;
+  static constexpr uint64_t kPopulateNowBytes = 256ull << 20;
   std::atomic<bool> stop_populating_{false};
+  std::atomic<int> populated_{0};  // slots [0, populated_) are faulted in
+  std::atomic<bool> long_pass_{false};  // the populator waits while it is set
   std::thread populator_;  // faults the slots' memory in (start_populating)
 };
 

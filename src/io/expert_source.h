@@ -80,6 +80,10 @@ class ExpertSource {
   // issued): the forward pass calls it between matrices, the MoE between an
   // expert's matrices inside fetch()'s `use`.
   virtual void pump() {}
+  // A long pass (a prompt chunk) computes from long_pass(true) to
+  // long_pass(false): background work of the source (faulting in cache
+  // memory) waits meanwhile and leaves every core to it. Default: ignored.
+  virtual void long_pass(bool /*running*/) {}
   virtual ExpertStats stats() const { return {}; }
   // While `log` is set, every span read from a local file is appended to it
   // (the bench replays a step's reads). Returns false if the source cannot.

@@ -71,6 +71,7 @@ uint64_t working_bytes(const ModelConfig& c, int T, bool all_logits) {
 
 constexpr int kMinContext = 256;
 constexpr uint64_t kRingDepth = 512ull << 20;  // the default streaming ring's largest size
+constexpr int kLongPassRows = 32;  // a pass of more rows is a prompt chunk (ExpertSource::long_pass)
 
 namespace {
 
@@ -204,7 +205,6 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   m->queue_depth = opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(dir);
   SpanReaderOptions io;
   io.queue_depth = m->queue_depth;
-  m->spine->start(m->plan.resident_pieces, m->plan.ring, io, opt.load_progress);
   std::unique_ptr<ExpertSource> filler = opt.miss_filler ? opt.miss_filler(m->ck) : nullptr;
   if (!filler && (opt.pread_experts || m->ck.config.num_experts == 0)) {
     m->experts = make_pread_expert_source(m->ck);
@@ -215,6 +215,8 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
     d.queue_depth = m->queue_depth;
     m->experts = make_direct_expert_source(m->ck, d, std::move(filler));
   }
+  // After the expert source: its helper faults the cache's memory in while the spine loads.
+  m->spine->start(m->plan.resident_pieces, m->plan.ring, io, opt.load_progress);
   m->spine->set_between_matrices([e = m->experts.get()] { e->pump(); });
   return m;
 }
@@ -320,6 +322,17 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
   for (int tok : tokens)
     if (tok < 0 || tok >= V) fail("forward", "token id " + std::to_string(tok) + " is outside the vocabulary");
   const size_t TH = size_t(T) * H;
+  // A prompt chunk (decode passes carry a token and its drafts per sequence):
+  // the expert source's background work waits until it is done.
+  struct LongPass {
+    ExpertSource* src;
+    explicit LongPass(ExpertSource* s) : src(s) {
+      if (src) src->long_pass(true);
+    }
+    ~LongPass() {
+      if (src) src->long_pass(false);
+    }
+  } long_pass(T > kLongPassRows && m.experts ? m.experts.get() : nullptr);
   m.spine->begin_pass(which != Logits::None && logits);
   for (const SequenceRows& q : seqs)
     if (q.undo) {
