@@ -5,11 +5,14 @@
 // time (best of --reps), next to two ceilings measured in the same run on the
 // same thread: a streaming read of the output's bytes and a memcpy of them
 // (decoding reads the packed bytes and writes the output, so memcpy is the
-// closer bound). Inputs: Gaussian weights (sigma 0.02), and every BF16 matrix
-// of each --model DIR (the embedding left out, as in a pack).
+// closer bound). Inputs: Gaussian weights (sigma 0.02), uniform weights in
+// (-a, a) (what `make-model` writes for synthetic models such as the
+// k3-slice: fewer bits of exponent entropy, shorter codes), and every BF16
+// matrix of each --model DIR (the embedding left out, as in a pack).
 //
 //   bench_codec [--model DIR]... [--reps N] [--mb N]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -117,6 +120,9 @@ int main(int argc, char** argv) {
   std::vector<uint16_t> g(mb << 19);
   for (uint16_t& v : g) v = f32_to_bf16(normal(rng));
   report("gaussian sigma=0.02", g, reps);
+  const float a = std::sqrt(3.0f / 7168);  // make-model: std 1/sqrt(cols), K3 hidden size
+  for (uint16_t& v : g) v = f32_to_bf16(std::fma(float(rng() & 0xffff), 2 * a / 65536, -a));
+  report("uniform (k3-slice-like)", g, reps);
   for (const std::string& dir : models) {
     const Checkpoint ck = open_checkpoint(dir);
     std::vector<uint16_t> w;

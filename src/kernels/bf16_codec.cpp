@@ -198,6 +198,68 @@ void merge(const uint8_t* exps, const uint8_t* sm, uint32_t n, uint16_t* out) {
   for (; i < n; i++) out[i] = join(exps[i], sm[i]);
 }
 
+// The fast decoder's tables for one code. lut: one lookup per code, entry =
+// symbol | length << 8, indexed by the next kLutBits bits of a stream (the
+// first bit read is the code's top bit, so codes are placed bit-reversed).
+// multi: most exponent codes are 1-4 bits, so one lookup can decode several:
+// for the next kMultiBits bits, every code that lies wholly within them, up
+// to kMultiMax: entry = symbols (bytes 0-6) | bits used << 56 | symbols << 60.
+// (The bits past the window are unknown; a code is taken only when its own
+// bits are all inside it, and a prefix code's symbol is fixed by its own bits.)
+// kMultiBits = the longest code, so every window holds at least one code
+// (each lookup makes progress, which the decoder's loops rely on).
+constexpr int kMultiBits = kMaxCodeBits;
+static_assert(kMultiBits == kLutBits && kMultiBits * 5 <= 57);
+constexpr uint32_t kMultiMax = 7;
+struct DecodeTables {
+  bool built = false;
+  std::array<uint8_t, 256> len{};  // the code these are for, once built
+  std::array<uint16_t, 1u << kLutBits> lut;
+  // Level w (entries [2^w, 2^(w+1))) for w-bit windows; the last is multi.
+  std::array<uint64_t, 2u << kMultiBits> levels;
+  const uint64_t* multi() const { return levels.data() + (1u << kMultiBits); }
+
+  // Rebuilds for `l` unless they are already its tables (blocks of a matrix
+  // often share a code). False when `l` is not a valid code.
+  bool build(const std::array<uint8_t, 256>& l) {
+    if (built && l == len) return true;
+    Canonical c;
+    if (!canonical(l, c)) return false;
+    built = false;
+    if (c.sorted.size() == 1) {
+      lut.fill(uint16_t(c.sorted[0] | 1u << 8));
+    } else {
+      for (uint8_t s : c.sorted) {
+        const uint32_t r = reverse_bits(c.code[s], l[s]);
+        for (uint32_t j = 0; j < (1u << (kLutBits - l[s])); j++) lut[r | (j << l[s])] = uint16_t(s | uint32_t(l[s]) << 8);
+      }
+    }
+    // A window's first code (from lut: right when its length k <= w, whatever
+    // the unknown bits above), then level w - k's entry for the bits after it.
+    levels[1] = 0;  // the empty window
+    for (uint32_t w = 1; w <= uint32_t(kMultiBits); w++) {
+      uint64_t* const t = levels.data() + (1u << w);
+      for (uint32_t j = 0; j < (1u << w); j++) {
+        const uint32_t e = lut[j], k = e >> 8;
+        if (k > w) {
+          t[j] = 0;
+          continue;
+        }
+        uint64_t rest = levels[(1u << (w - k)) + (j >> k)];
+        if (rest >> 60 == kMultiMax) {  // full: drop its last symbol
+          const uint32_t last = uint32_t(rest >> (8 * (kMultiMax - 1))) & 0xffu;
+          const uint64_t bits = ((rest >> 56) & 15) - l[last];
+          rest = (rest & ((1ull << (8 * (kMultiMax - 1))) - 1)) | bits << 56 | uint64_t(kMultiMax - 1) << 60;
+        }
+        t[j] = (rest & ((1ull << 56) - 1)) << 8 | (e & 0xffu) | (((rest >> 56) & 15) + k) << 56 | ((rest >> 60) + 1) << 60;
+      }
+    }
+    len = l;
+    built = true;
+    return true;
+  }
+};
+
 }  // namespace
 
 size_t encode_block(const uint16_t* in, uint32_t n, std::vector<uint8_t>& out) {
@@ -280,21 +342,10 @@ void decode(const uint8_t* block, size_t size, uint16_t* out, uint32_t values, c
     return;
   }
   if (values == 0) return;
-  // One lookup per code: entry = symbol | length << 8, indexed by the next
-  // kLutBits bits of the stream (the first bit read is the code's top bit,
-  // so codes are placed bit-reversed).
-  Canonical c;
-  if (!canonical(L.len, c)) fail(where, "compressed block has an invalid code table");
-  std::array<uint16_t, 1u << kLutBits> lut;
-  if (c.sorted.size() == 1) {
-    lut.fill(uint16_t(c.sorted[0] | 1u << 8));
-  } else {
-    for (uint8_t s : c.sorted) {
-      const int l = L.len[s];
-      const uint32_t r = reverse_bits(c.code[s], l);
-      for (uint32_t j = 0; j < (1u << (kLutBits - l)); j++) lut[r | (j << l)] = uint16_t(s | uint32_t(l) << 8);
-    }
-  }
+  thread_local DecodeTables tables;
+  if (!tables.build(L.len)) fail(where, "compressed block has an invalid code table");
+  const uint16_t* const lut = tables.lut.data();
+  const uint64_t* const multi = tables.multi();
   thread_local std::vector<uint8_t> exps;
   if (exps.size() < values) exps.resize(values);
   // Stream s: bit position pos[s] from the block's start; a load at byte
@@ -302,84 +353,71 @@ void decode(const uint8_t* block, size_t size, uint16_t* out, uint32_t values, c
   // that ran past its end is still past it at the end (checked there); until
   // then loads are clamped, which keeps a corrupt block in bounds.
   uint64_t pos[kStreams], last[kStreams];
-  uint32_t first[kStreams];
   for (int s = 0; s < kStreams; s++) {
     pos[s] = uint64_t(L.stream_at[size_t(s)]) * 8;
     last[s] = L.stream_at[size_t(s)] + L.stream_bytes[size_t(s)];
-    first[s] = stream_begin(values, s);
   }
   uint8_t* const ex = exps.data();
-  // Most exponent codes are 2-4 bits, so one lookup can decode several: a
-  // second table gives, for the next kLutBits bits, every code that lies
-  // wholly within them, up to 3: entry = symbols (bytes 0-2) | bits used << 24
-  // | symbols decoded << 28. (The bits past the window are unknown; a code is
-  // taken only when its own bits are all inside it, and a prefix code's
-  // symbol is fixed by its own bits.) It costs 2048 entries per block; a
-  // block has 64K values.
-  std::array<uint32_t, 1u << kLutBits> multi;
-  for (uint32_t idx = 0; idx < (1u << kLutBits); idx++) {
-    uint32_t bits = 0, count = 0, syms = 0;
-    while (count < 3) {
-      const uint32_t e = lut[idx >> bits];
-      if (bits + (e >> 8) > uint32_t(kLutBits)) break;
-      syms |= (e & 0xffu) << (8 * count);
-      bits += e >> 8;
-      count++;
-    }
-    multi[idx] = syms | bits << 24 | count << 28;
-  }
-  // Rounds of 5 lookups per stream (5 x 11 bits fit in the 57 bits one
-  // unaligned 8-byte load guarantees), each storing 4 bytes at the stream's
-  // output position: at most 15 symbols and one scratch byte, so a round runs
-  // only while every stream has 16 values left; the rest one code at a time.
-  constexpr uint64_t kMask = (1u << kLutBits) - 1;
-  uint32_t at[kStreams], end[kStreams];
-  for (int s = 0; s < kStreams; s++) at[s] = first[s], end[s] = stream_begin(values, s + 1);
+  // Rounds of kSteps lookups per stream (kSteps windows fit in the 57 bits
+  // one unaligned 8-byte load guarantees), each storing 8 bytes at the
+  // stream's output position: at most kSteps * kMultiMax symbols and 1
+  // scratch byte, so a round runs only while every stream has that room.
+  // Four streams go in lockstep (independent chains the core overlaps). Then
+  // each stream on its own: one lookup at a time while 8 values are left,
+  // then one code at a time. (Merging each stream's finished exponents with
+  // their sign and mantissa as rounds go, instead of in one pass at the end,
+  // measured 30 % slower.)
+  constexpr uint64_t kMask = (1u << kLutBits) - 1, kMultiMask = (1u << kMultiBits) - 1;
+  constexpr int kSteps = 57 / kMultiBits;
+  constexpr ptrdiff_t kRoom = kSteps * kMultiMax + 1;
+  uint8_t* d[kStreams];
+  uint8_t* stop[kStreams];
+  for (int s = 0; s < kStreams; s++) d[s] = ex + stream_begin(values, s), stop[s] = ex + stream_begin(values, s + 1);
+  auto window = [&](int s) { return load64(block + std::min(pos[s] >> 3, last[s])) >> (pos[s] & 7); };
+  // One lookup: stores its symbols at o, returns the bits it used.
+  auto step = [multi](uint64_t& v, uint8_t*& o) __attribute__((always_inline)) {
+    const uint64_t e = multi[v & kMultiMask];
+    std::memcpy(o, &e, 8);
+    o += e >> 60;
+    const uint64_t b = (e >> 56) & 15;
+    v >>= b;
+    return b;
+  };
   for (;;) {
     bool room = true;
-    for (int s = 0; s < kStreams; s++) room &= end[s] - at[s] >= 16;
+    for (int s = 0; s < kStreams; s++) room &= stop[s] - d[s] >= kRoom;
     if (!room) break;
-    for (int s = 0; s < kStreams; s++) {
-      uint64_t v = load64(block + std::min(pos[s] >> 3, last[s])) >> (pos[s] & 7);
-      uint8_t* d = ex + at[s];
-      uint32_t e = multi[v & kMask];
-      store32(d, e);
-      uint32_t n = e >> 28, used = (e >> 24) & 15;
-      v >>= (e >> 24) & 15;
-      e = multi[v & kMask];
-      store32(d + n, e);
-      n += e >> 28;
-      used += (e >> 24) & 15;
-      v >>= (e >> 24) & 15;
-      e = multi[v & kMask];
-      store32(d + n, e);
-      n += e >> 28;
-      used += (e >> 24) & 15;
-      v >>= (e >> 24) & 15;
-      e = multi[v & kMask];
-      store32(d + n, e);
-      n += e >> 28;
-      used += (e >> 24) & 15;
-      v >>= (e >> 24) & 15;
-      e = multi[v & kMask];
-      store32(d + n, e);
-      n += e >> 28;
-      used += (e >> 24) & 15;
-      pos[s] += used;
-      at[s] += n;
+    for (int g = 0; g < kStreams; g += 4) {
+      uint64_t v0 = window(g), v1 = window(g + 1), v2 = window(g + 2), v3 = window(g + 3);
+      uint8_t *o0 = d[g], *o1 = d[g + 1], *o2 = d[g + 2], *o3 = d[g + 3];
+      uint64_t u0 = 0, u1 = 0, u2 = 0, u3 = 0;
+#pragma GCC unroll 8
+      for (int k = 0; k < kSteps; k++) {
+        u0 += step(v0, o0);
+        u1 += step(v1, o1);
+        u2 += step(v2, o2);
+        u3 += step(v3, o3);
+      }
+      pos[g] += u0, pos[g + 1] += u1, pos[g + 2] += u2, pos[g + 3] += u3;
+      d[g] = o0, d[g + 1] = o1, d[g + 2] = o2, d[g + 3] = o3;
     }
   }
   for (int s = 0; s < kStreams; s++) {
-    for (uint32_t i = at[s]; i < end[s]; i++) {
-      const uint32_t e = lut[(load64(block + std::min(pos[s] >> 3, last[s])) >> (pos[s] & 7)) & kMask];
-      ex[i] = uint8_t(e);
+    uint8_t* o = d[s];
+    while (stop[s] - o >= ptrdiff_t(kMultiMax) + 1) {
+      uint64_t v = window(s);
+      pos[s] += step(v, o);
+    }
+    for (; o < stop[s]; o++) {
+      const uint32_t e = lut[window(s) & kMask];
+      *o = uint8_t(e);
       pos[s] += e >> 8;
     }
   }
   bool bad = false;
   for (int s = 0; s < kStreams; s++) bad |= pos[s] > last[s] * 8;
   if (bad) fail(where, "compressed block's exponent stream ends early");
-  merge(exps.data(), block + kHeaderBytes, values, out);
+  merge(ex, block + kHeaderBytes, values, out);
 }
 
 double exponent_entropy(const uint16_t* in, size_t n) {

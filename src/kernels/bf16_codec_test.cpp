@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -87,6 +89,65 @@ TEST(Bf16Codec, SingleExponentAndSkewedCodes) {
   std::vector<uint16_t> skew(200000);
   for (uint16_t& v : skew) v = uint16_t((coin(rng) ? 120 : e(rng)) << 7 | (coin(rng) & 0x7f) | (coin(rng) & 1) << 15);
   round_trip(skew);
+}
+
+// The fast decoder keeps its tables from one block to the next when the code
+// is the same: blocks in a random order, from different distributions, with
+// codes of 1 to 11 bits (up to 7 codes per lookup), some sharing one code (a
+// block and its values shuffled have the same histogram), decoded back to back
+// on one thread, equal the reference decoder's output bit for bit.
+TEST(Bf16Codec, FastDecoderEqualsReferenceAcrossBlocksSharingTables) {
+  Rng rng(6);
+  std::uniform_int_distribution<int> pick(0, 4), size(1, 70000), e(0, 255), coin(0, 999);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::vector<uint16_t> prev;
+  for (int k = 0; k < 60; k++) {
+    SCOPED_TRACE(k);
+    std::vector<uint16_t> w;
+    const size_t n = size_t(size(rng));
+    switch (pick(rng)) {
+      case 0: w = gaussian_bf16(rng, n, 0.02f); break;
+      case 1:  // uniform in (-a, a), like the synthetic k3-slice weights
+        for (size_t i = 0; i < n; i++) w.push_back(f32_to_bf16(0.012f * unit(rng)));
+        break;
+      case 2:  // one exponent in ~3/4 of the values: 1-bit codes
+        for (size_t i = 0; i < n; i++) w.push_back(uint16_t((coin(rng) < 750 ? 121 : e(rng)) << 7 | (coin(rng) & 0x807f)));
+        break;
+      case 3: w.assign(n, uint16_t(0x3c00 | (k & 0x7f))); break;  // a single exponent
+      default:  // the previous block shuffled: the same code, other streams
+        w = prev.empty() ? gaussian_bf16(rng, n, 0.5f) : prev;
+        std::shuffle(w.begin(), w.end(), rng);
+    }
+    std::vector<uint8_t> enc;
+    const size_t bytes = codec::encode_block(w.data(), uint32_t(w.size()), enc);
+    std::vector<uint16_t> a(w.size()), f(w.size());
+    codec::decode_ref(enc.data(), bytes, a.data(), uint32_t(w.size()), "t");
+    codec::decode(enc.data(), bytes, f.data(), uint32_t(w.size()), "t");
+    ASSERT_EQ(a, w);
+    ASSERT_EQ(f, a);
+    prev = w;
+  }
+}
+
+// A block whose code table is empty fails, also on a thread that has
+// decoded nothing yet (whose kept tables are for no code at all).
+TEST(Bf16Codec, EmptyCodeTableFailsOnAFreshThread) {
+  Rng rng(7);
+  const auto w = gaussian_bf16(rng, 5000, 0.02f);
+  std::vector<uint8_t> enc;
+  const size_t size = codec::encode_block(w.data(), uint32_t(w.size()), enc);
+  std::fill(enc.begin() + 12 + 4 * codec::kStreams, enc.begin() + ptrdiff_t(codec::kHeaderBytes), uint8_t(0));
+  std::vector<uint16_t> out(w.size());
+  std::string error;
+  std::thread([&] {
+    try {
+      codec::decode(enc.data(), size, out.data(), uint32_t(w.size()), "blk");
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }).join();
+  EXPECT_EQ(error, "blk: compressed block has an invalid code table");
+  EXPECT_THROW(codec::decode_ref(enc.data(), size, out.data(), uint32_t(w.size()), "blk"), Error);
 }
 
 // Every BF16 matrix of a real checkpoint, in 64K-value blocks.

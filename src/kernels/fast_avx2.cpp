@@ -82,7 +82,7 @@ inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
 // Measured in docs/kernels.md.
 constexpr int kBf16PrefetchBytes = 2048;
 constexpr int kMxPrefetchBytes = 1024;
-constexpr int kInt8PrefetchBytes = 4096;
+constexpr int kInt8PrefetchBytes = 8192;
 inline void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
 inline void prefetch_l1(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 
