@@ -30,6 +30,7 @@ struct ProbeArgs {
   double budget_gb = 8;
   bool json = false;
   bool save = false;  // record the chosen depth for this disk (io/depth_profile.h)
+  int rounds = 0;     // passes over the depths; 0: 1, or 3 with --save
 };
 
 int run_probe(const ProbeArgs& a) {
@@ -48,29 +49,34 @@ int run_probe(const ProbeArgs& a) {
   } cleanup{made && !a.keep ? a.make_file : std::string()};
   const std::string device = device_of(files.front());
 
-  std::map<int, double> gbps;
-  for (int qd : a.depths) {
-    ProbeOptions o;
-    o.read_bytes = a.read_bytes;
-    o.budget_bytes = uint64_t(a.budget_gb * 1e9);
-    o.max_seconds = a.seconds;
-    o.reader.queue_depth = qd;
-    o.reader.chunk_bytes = a.chunk_bytes;
-    ProbeResult r = measure_read_ceiling(files, o);
-    gbps[qd] = r.gbps;
-    if (a.json)
-      std::printf(
-          "{\"queue_depth\":%d,\"chunk_bytes\":%llu,\"read_bytes\":%llu,\"gbps\":%.3f,"
-          "\"bytes\":%llu,\"reads\":%llu,\"seconds\":%.3f,\"io_uring\":%s,\"direct\":%s}\n",
-          qd, (unsigned long long)a.chunk_bytes, (unsigned long long)a.read_bytes, r.gbps,
-          (unsigned long long)r.bytes, (unsigned long long)r.reads, r.seconds,
-          r.io_uring ? "true" : "false", r.direct ? "true" : "false");
-    else
-      std::printf("qd %3d  %6.2f GB/s  (%llu reads of %llu B in %.2f s, chunk %llu B, %s, %s)\n", qd,
-                  r.gbps, (unsigned long long)r.reads, (unsigned long long)a.read_bytes, r.seconds,
-                  (unsigned long long)a.chunk_bytes, r.io_uring ? "io_uring" : "pread threads",
-                  r.direct ? "O_DIRECT" : "buffered: not a device ceiling");
-    std::fflush(stdout);
+  // Rounds go over every depth in turn, so a disk whose rate drifts from
+  // minute to minute drifts for every depth alike (see choose_depth).
+  DepthRounds gbps;
+  const int rounds = a.rounds > 0 ? a.rounds : a.save ? 3 : 1;
+  for (int round = 0; round < rounds; round++) {
+    for (int qd : a.depths) {
+      ProbeOptions o;
+      o.read_bytes = a.read_bytes;
+      o.budget_bytes = uint64_t(a.budget_gb * 1e9);
+      o.max_seconds = a.seconds;
+      o.reader.queue_depth = qd;
+      o.reader.chunk_bytes = a.chunk_bytes;
+      ProbeResult r = measure_read_ceiling(files, o);
+      gbps[qd].push_back(r.gbps);
+      if (a.json)
+        std::printf(
+            "{\"queue_depth\":%d,\"round\":%d,\"chunk_bytes\":%llu,\"read_bytes\":%llu,\"gbps\":%.3f,"
+            "\"bytes\":%llu,\"reads\":%llu,\"seconds\":%.3f,\"io_uring\":%s,\"direct\":%s}\n",
+            qd, round + 1, (unsigned long long)a.chunk_bytes, (unsigned long long)a.read_bytes, r.gbps,
+            (unsigned long long)r.bytes, (unsigned long long)r.reads, r.seconds,
+            r.io_uring ? "true" : "false", r.direct ? "true" : "false");
+      else
+        std::printf("qd %3d  %6.2f GB/s  (%llu reads of %llu B in %.2f s, chunk %llu B, %s, %s)\n", qd,
+                    r.gbps, (unsigned long long)r.reads, (unsigned long long)a.read_bytes, r.seconds,
+                    (unsigned long long)a.chunk_bytes, r.io_uring ? "io_uring" : "pread threads",
+                    r.direct ? "O_DIRECT" : "buffered: not a device ceiling");
+      std::fflush(stdout);
+    }
   }
   if (a.save) {
     const std::string path = depth_profile_path();
@@ -97,9 +103,11 @@ Command reg("probe", "Measure the O_DIRECT read bandwidth ceiling of files or a 
               sub.add_option("--seconds", a->seconds, "Time limit per queue depth");
               sub.add_option("--budget-gb", a->budget_gb, "Byte limit per queue depth in GB");
               sub.add_flag("--json", a->json, "One JSON object per queue depth");
+              sub.add_option("--rounds", a->rounds, "Passes over all the depths (default 1, or 3 with --save)")
+                  ->check(CLI::Range(1, 100));
               sub.add_flag("--save", a->save,
-                           "Record the shallowest depth within 5% of the best rate for this disk; the engine "
-                           "reads at it when --queue-depth is not given");
+                           "Record a depth for this disk that the engine reads at when --queue-depth is not "
+                           "given: 16 unless a depth beats it in every round (io/depth_profile.h)");
               *act = [a] {
                 if (a->files.empty() && a->make_file.empty())
                   throw Error("probe: give --file or --make-file");

@@ -4,15 +4,15 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
-#include "base/file_io.h"
 #include "base/json_parse.h"
 #include "base/read_file.h"
 
@@ -31,11 +31,30 @@ std::string device_of(const std::string& file) {
   return std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
 }
 
-int choose_depth(const std::map<int, double>& gbps_by_depth, double tolerance) {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+int choose_depth(const DepthRounds& rounds, double tolerance) {
+  const auto def = rounds.find(kUnprofiledQueueDepth);
+  const bool has_default = def != rounds.end() && !def->second.empty();
+  const double default_best = has_default ? *std::max_element(def->second.begin(), def->second.end()) : 0;
+  std::map<int, double> candidates;  // depth -> median GB/s
+  for (const auto& [qd, g] : rounds) {
+    if (qd <= 0 || g.empty()) continue;
+    const bool beats_default = *std::min_element(g.begin(), g.end()) > default_best;
+    if (!has_default || qd == kUnprofiledQueueDepth || beats_default) candidates[qd] = median(g);
+  }
   double best = 0;
-  for (const auto& [qd, g] : gbps_by_depth) best = std::max(best, g);
-  for (const auto& [qd, g] : gbps_by_depth)  // ascending depth
-    if (qd > 0 && g >= best * (1 - tolerance)) return qd;
+  for (const auto& [qd, m] : candidates) best = std::max(best, m);
+  for (const auto& [qd, m] : candidates)  // ascending depth
+    if (m >= best * (1 - tolerance)) return qd;
   return 0;
 }
 
@@ -55,34 +74,23 @@ nlohmann::json read_profile(const std::string& path) {
 
 }  // namespace
 
-int save_depth_profile(const std::string& path, const std::string& device, const std::map<int, double>& gbps_by_depth) {
+int save_depth_profile(const std::string& path, const std::string& device, const DepthRounds& rounds) {
   if (path.empty()) fail("probe", "no place to save the depth profile (set SLUICE_DEPTH_PROFILE or HOME)");
   if (device.empty()) fail(path, "no device to save a depth for");
-  const int qd = choose_depth(gbps_by_depth);
+  const int qd = choose_depth(rounds);
   if (qd <= 0) fail(path, "no measured depth to save");
   nlohmann::json j = read_profile(path);
   if (!j["devices"].is_object()) j["devices"] = nlohmann::json::object();
-  nlohmann::json by = nlohmann::json::object();
-  for (const auto& [d, g] : gbps_by_depth) by[std::to_string(d)] = g;
-  j["devices"][device] = {{"queue_depth", qd}, {"gbps", gbps_by_depth.at(qd)}, {"by_depth", by}};
+  nlohmann::json by = nlohmann::json::object(), all = nlohmann::json::object();
+  for (const auto& [d, g] : rounds) {
+    by[std::to_string(d)] = median(g);
+    all[std::to_string(d)] = g;
+  }
+  j["devices"][device] = {{"queue_depth", qd}, {"gbps", median(rounds.at(qd))}, {"by_depth", by}, {"rounds", all}};
   const std::filesystem::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(1) << "\n";
-    out.close();
-    if (!out) {
-      std::filesystem::remove(tmp, ec);
-      fail(tmp, "cannot write the depth profile");
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::filesystem::remove(tmp, ec);
-    fail(path, "cannot move the depth profile into place");
-  }
-  fsync_dir(p.has_parent_path() ? p.parent_path().string() : ".");
+  write_file_atomic(path, j.dump(1) + "\n");
   return qd;
 }
 

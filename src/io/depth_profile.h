@@ -8,10 +8,11 @@
 //
 // File: $SLUICE_DEPTH_PROFILE, else $XDG_CACHE_HOME/sluice/io-depth.json, else
 // ~/.cache/sluice/io-depth.json: {"devices": {"MAJ:MIN": {"queue_depth": N,
-// "gbps": G, "by_depth": {"1": G1, ...}}}}. Written atomically (temp + rename).
+// "gbps": G, "by_depth": {"1": median GB/s, ...}, "rounds": {"1": [G, ...], ...}}}}. Written atomically (temp + rename).
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 namespace sluice {
 
@@ -21,14 +22,25 @@ std::string depth_profile_path();
 // The device that holds `file`, as "MAJ:MIN"; empty if it cannot be stat'ed.
 std::string device_of(const std::string& file);
 
-// The depth to use given GB/s measured per depth: the smallest depth within
-// `tolerance` (a fraction) of the best rate, since extra depth that buys
-// nothing only adds contention (the spine's loader reads beside the experts).
-int choose_depth(const std::map<int, double>& gbps_by_depth, double tolerance = 0.05);
+// The depth the engine reads at when no profile is saved for a disk.
+constexpr int kUnprofiledQueueDepth = 16;
+
+// GB/s measured at each depth, one value per round (rounds interleave the
+// depths, so a disk whose rate drifts from minute to minute drifts for all).
+using DepthRounds = std::map<int, std::vector<double>>;
+
+// The depth to use. The unprofiled depth stays unless another depth beats it
+// in every round (its slowest round faster than the default's fastest): one
+// noisy sample must never move the engine, and the probe's lone reader is
+// not the engine's load (the spine's loader and guesses read beside the
+// experts). Among the depths that qualify, the shallowest whose median is
+// within `tolerance` of the best median. Without the default among the
+// depths, the shallowest within `tolerance` of the best median.
+int choose_depth(const DepthRounds& rounds, double tolerance = 0.05);
 
 // Records the measurement for `device` in the profile at `path` (other
 // devices' entries kept); returns the depth chosen. Throws on a write error.
-int save_depth_profile(const std::string& path, const std::string& device, const std::map<int, double>& gbps_by_depth);
+int save_depth_profile(const std::string& path, const std::string& device, const DepthRounds& rounds);
 
 // The saved depth for the device holding `file`, or 0 when none is saved (or
 // the profile is unreadable: a bad profile never stops a model from opening).

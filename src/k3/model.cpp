@@ -35,7 +35,7 @@ uint64_t default_ram_budget() {
 int default_queue_depth(const std::string& dir, bool* saved) {
   const int qd = saved_queue_depth(dir);
   if (saved) *saved = qd > 0;
-  return qd > 0 ? qd : 16;
+  return qd > 0 ? qd : kUnprofiledQueueDepth;
 }
 
 uint64_t resident_bytes() {
