@@ -205,10 +205,6 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   m->queue_depth = opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(dir);
   SpanReaderOptions io;
   io.queue_depth = m->queue_depth;
-  // The spine loads before the expert source opens: the source's helper thread
-  // faults the cache's memory in, and doing that during the load slowed the
-  // open 3x at big budgets (both clear pages; measured in docs/benchmarks.md).
-  m->spine->start(m->plan.resident_pieces, m->plan.ring, io, opt.load_progress);
   std::unique_ptr<ExpertSource> filler = opt.miss_filler ? opt.miss_filler(m->ck) : nullptr;
   if (!filler && (opt.pread_experts || m->ck.config.num_experts == 0)) {
     m->experts = make_pread_expert_source(m->ck);
@@ -219,6 +215,8 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
     d.queue_depth = m->queue_depth;
     m->experts = make_direct_expert_source(m->ck, d, std::move(filler));
   }
+  // After the expert source: its helper faults the cache's memory in while the spine loads.
+  m->spine->start(m->plan.resident_pieces, m->plan.ring, io, opt.load_progress);
   m->spine->set_between_matrices([e = m->experts.get()] { e->pump(); });
   return m;
 }
