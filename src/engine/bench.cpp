@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/stats.h"
 #include "engine/session.h"
 #include "checkpoint/config.h"
 #include "hub/http_experts.h"
@@ -30,11 +31,6 @@ double cpu_s() {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // What one decode step did.

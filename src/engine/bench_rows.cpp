@@ -5,18 +5,10 @@
 #include <random>
 
 #include "base/error.h"
+#include "base/stats.h"
 #include "engine/batch.h"
 
 namespace sluice {
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-}  // namespace
 
 nlohmann::json run_rows_bench(const std::string& dir, const RowsBenchOptions& opt) {
   if (opt.sequences.empty()) fail("bench", "--rows needs at least one count");

@@ -14,6 +14,7 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/json_parse.h"
+#include "base/stats.h"
 #include "base/read_file.h"
 
 namespace sluice {
@@ -30,16 +31,6 @@ std::string device_of(const std::string& file) {
   if (::stat(file.c_str(), &st) != 0) return {};
   return std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
 }
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-}  // namespace
 
 int choose_depth(const DepthRounds& rounds, double tolerance) {
   const auto def = rounds.find(kUnprofiledQueueDepth);
