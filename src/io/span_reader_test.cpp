@@ -42,6 +42,20 @@ SpanReaderOptions options_for(const Mode& m, int qd = 8, uint64_t chunk = 64 << 
   return o;
 }
 
+// A scratch file of `bytes` pattern bytes (`seed`), and body(reader, data)
+// run once per mode with a reader over it: depth `qd`, chunks of `chunk`.
+template <class Body>
+void in_each_mode(uint64_t bytes, uint64_t seed, int qd, uint64_t chunk, const Body& body) {
+  ScratchDir dir;
+  const std::vector<uint8_t> data = testing::pattern_bytes(bytes, seed);
+  const std::string p = dir.write("f.bin", data);
+  for (const Mode& m : kModes) {
+    SCOPED_TRACE(m.name);
+    SpanReader reader({p}, options_for(m, qd, chunk));
+    body(reader, data);
+  }
+}
+
 std::vector<uint8_t> pread_span(const std::string& path, uint64_t off, uint64_t len) {
   std::vector<uint8_t> v(len);
   int fd = open(path.c_str(), O_RDONLY);
@@ -164,12 +178,7 @@ TEST(SpanReader, AlignedDestinationIsZeroCopyMisalignedIsCopied) {
 }
 
 TEST(SpanReader, ManyConcurrentReadsWaitedOutOfOrder) {
-  ScratchDir dir;
-  auto data = testing::pattern_bytes(4 << 20, 4);
-  auto p = dir.write("f.bin", data);
-  for (const Mode& m : kModes) {
-    SCOPED_TRACE(m.name);
-    SpanReader reader({p}, options_for(m, 32, 16 << 10));
+  in_each_mode(4 << 20, 4, 32, 16 << 10, [](SpanReader& reader, const std::vector<uint8_t>& data) {
     Rng rng(7);
     std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> sub;
     for (int i = 0; i < 600; i++) {
@@ -196,18 +205,13 @@ TEST(SpanReader, ManyConcurrentReadsWaitedOutOfOrder) {
     Completed none;
     EXPECT_FALSE(reader.poll(&none));
     expect_error_naming([&] { reader.wait_any(); }, {"no span outstanding"});
-  }
+  });
 }
 
 // One read in flight, one chunk per span: completion order is issue order, so
 // the order spans come back shows what the queue did.
 TEST(SpanReader, UrgentSpansOvertakeQueuedOnesAndUnstartedSpansCancel) {
-  ScratchDir dir;
-  auto data = testing::pattern_bytes(1 << 20, 5);
-  auto p = dir.write("f.bin", data);
-  for (const Mode& m : kModes) {
-    SCOPED_TRACE(m.name);
-    SpanReader reader({p}, options_for(m, 1, 64 << 10));
+  in_each_mode(1 << 20, 5, 1, 64 << 10, [](SpanReader& reader, const std::vector<uint8_t>& data) {
     const uint64_t a = reader.submit(0, 0, 5000);          // issued at once
     const uint64_t b = reader.submit(0, 100000, 5000);
     const uint64_t c = reader.submit(0, 200000, 5000);
@@ -230,18 +234,13 @@ TEST(SpanReader, UrgentSpansOvertakeQueuedOnesAndUnstartedSpansCancel) {
     EXPECT_GT(s.depth_ns, 0u);
     EXPECT_LE(s.depth_ns, s.busy_ns + 1000);  // depth 1: the integral is the busy time
     expect_error_naming([&] { reader.wait(c); }, {"unknown"});
-  }
+  });
 }
 
 // A started speculative span yields to an urgent one between its chunks, and
 // cut() stops what of it is not issued yet: it comes back marked, with no data.
 TEST(SpanReader, UrgentSpansOvertakeAPartlyIssuedOneAndCutStopsIt) {
-  ScratchDir dir;
-  auto data = testing::pattern_bytes(1 << 20, 6);
-  auto p = dir.write("f.bin", data);
-  for (const Mode& m : kModes) {
-    SCOPED_TRACE(m.name);
-    SpanReader reader({p}, options_for(m, 1, 64 << 10));
+  in_each_mode(1 << 20, 6, 1, 64 << 10, [](SpanReader& reader, const std::vector<uint8_t>& data) {
     const uint64_t a = reader.submit(0, 0, 3 * 65536);  // three chunks, the first issued at once
     const uint64_t d = reader.submit(0, 500000, 5000, {}, /*urgent=*/true);
     std::vector<uint64_t> order;
@@ -278,17 +277,12 @@ TEST(SpanReader, UrgentSpansOvertakeAPartlyIssuedOneAndCutStopsIt) {
     EXPECT_EQ(s.cancelled, 1u);
     EXPECT_EQ(s.spans, 3u);  // a, d, e: a cut span is not delivered
     EXPECT_EQ(s.bytes_not_read, 2u * 65536 + SpanReader::direct_bytes(700000, 5000));  // b's last two chunks, all of c
-  }
+  });
 }
 
 // progress() keeps the queue moving without handing anything back.
 TEST(SpanReader, ProgressIssuesQueuedChunksAndKeepsResultsForPoll) {
-  ScratchDir dir;
-  auto data = testing::pattern_bytes(1 << 20, 7);
-  auto p = dir.write("f.bin", data);
-  for (const Mode& m : kModes) {
-    SCOPED_TRACE(m.name);
-    SpanReader reader({p}, options_for(m, 1, 64 << 10));
+  in_each_mode(1 << 20, 7, 1, 64 << 10, [](SpanReader& reader, const std::vector<uint8_t>& data) {
     for (int i = 0; i < 3; i++) reader.submit(0, uint64_t(i) * 100000, 5000);
     for (int spins = 0; reader.stats().spans < 3 && spins < 10000000; spins++) reader.progress();
     EXPECT_EQ(reader.stats().spans, 3u);  // depth 1: the second and third were issued by progress()
@@ -298,7 +292,7 @@ TEST(SpanReader, ProgressIssuesQueuedChunksAndKeepsResultsForPoll) {
       ASSERT_TRUE(reader.poll(&c));
       ASSERT_EQ(std::memcmp(c.data, data.data() + (c.ticket - 1) * 100000, 5000), 0);
     }
-  }
+  });
 }
 
 TEST(SpanReader, SpanPastEndOfFileIsAnErrorNamingFileOffsetLength) {
