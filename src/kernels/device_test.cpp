@@ -48,16 +48,23 @@ TEST(DeviceBackend, CudaUnavailableIsAClearErrorAndAutoFallsBack) {
   EXPECT_EQ(&device_backend("auto"), &cpu_backend());
 }
 
+// The CUDA entry, or null with *why set (no CUDA build or no GPU: the test skips).
+const Backend* cuda_or_null(std::string* why) {
+  try {
+    return &device_backend("cuda");
+  } catch (const Error& e) {
+    *why = e.what();
+    return nullptr;
+  }
+}
+
 // A stable weight (owner != 0) is mirrored once and gives the bits of the
 // same weight uploaded per call (owner 0); release() drops the mirror, and
 // new bytes at the same address under a new owner are read afresh.
 TEST(DeviceBackend, CudaMirrorsStableWeights) {
-  const Backend* be = nullptr;
-  try {
-    be = &device_backend("cuda");
-  } catch (const Error& e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string why;
+  const Backend* be = cuda_or_null(&why);
+  if (!be) GTEST_SKIP() << why;
   std::mt19937_64 rng(9);
   std::normal_distribution<float> d(0.0f, 1.0f);
   const int rows = 37, cols = 300;
@@ -88,12 +95,9 @@ TEST(DeviceBackend, CudaMirrorsStableWeights) {
 // when a key's bytes come from another host address (a RAM cache slot moved)
 // or from pinned (registered) memory.
 TEST(DeviceBackend, CudaExpertTierGivesTheSameBits) {
-  const Backend* be = nullptr;
-  try {
-    be = &device_backend("cuda");
-  } catch (const Error& e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string why;
+  const Backend* be = cuda_or_null(&why);
+  if (!be) GTEST_SKIP() << why;
   ASSERT_NE(be->register_host, nullptr);
   std::mt19937_64 rng(11);
   const int rows = 64, cols = 256, experts = 4;
