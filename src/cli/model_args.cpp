@@ -23,6 +23,9 @@ void add_model_options(CLI::App& sub, ModelArgs& a) {
   sub.add_option("--device", a.device,
                  "Where the arithmetic runs: cpu, cuda, or auto (the GPU when this build has CUDA and one is usable)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  sub.add_option("--vram-experts", a.vram_experts,
+                 "With the GPU: VRAM for cached routed experts, e.g. 8G; 0: none, every expert uploaded per use "
+                 "(default: the VRAM the spine leaves free, less a 2 GiB reserve)");
 }
 
 CLI::Validator byte_size(const std::string& flag, bool allow_zero) {
@@ -63,6 +66,7 @@ ModelOptions model_options(const ModelArgs& a) {
   o.miss_filler = stream_miss_filler(a.dir);  // experts over HTTP for a stream install
   if (a.threads > 0) kernels::set_num_threads(a.threads);
   o.backend = &device_backend(a.device);
+  set_vram_expert_budget(a.vram_experts.empty() ? -1 : int64_t(parse_byte_size(a.vram_experts, "--vram-experts", true)));
   if (!a.quiet) {
     // Said with the plan, once the checkpoint has opened (a bad model stays one error line).
     const int ctx = o.max_context;

@@ -25,6 +25,7 @@ struct ModelArgs {
   std::string spine;  // --spine: bf16|lossless|int8, empty: the exact default
   std::string spine_pack;  // --spine-pack: the pack file, empty: DIR/spine.<format>.pack
   std::string device = "auto";  // --device: cpu|cuda|auto
+  std::string vram_experts;     // --vram-experts SIZE: the CUDA entry's expert tier cap, empty: default
   int ctx_size = 0;  // 0: ModelOptions' default
   int threads = 0;   // 0: every CPU
   bool quiet = false;  // no load progress or memory plan on stderr

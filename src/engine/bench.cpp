@@ -17,6 +17,7 @@
 #include "checkpoint/config.h"
 #include "hub/http_experts.h"
 #include "io/bandwidth_probe.h"
+#include "kernels/device.h"
 
 namespace sluice {
 
@@ -43,6 +44,9 @@ struct StepRecord {
   double compute = 0;                   // time not spent waiting for expert reads or spine pieces
   std::vector<double> idle_before_layer;  // expert reader idle before each layer's fetch, seconds
   uint64_t wasted = 0;                  // bytes of guesses read that their layer did not need
+  // On a GPU entry: weight bytes copied host -> device, read by the GPU's
+  // products (HBM), and VRAM expert tier hits / misses.
+  uint64_t h2d = 0, hbm = 0, tier_hits = 0, tier_misses = 0;
   uint64_t bytes() const { return spine + expert; }
 };
 
@@ -218,10 +222,14 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     log.clear();
     const ExpertStats a = m->experts->stats();
     const SpanStreamStats sa = m->spine->stream_stats();
+    const DeviceReport da = device_report(*m->backend, false);
     const double ta = now_s();
     next = argmax(s.step(next));
     StepRecord st;
     st.seconds = now_s() - ta;
+    const DeviceReport db = device_report(*m->backend, false);
+    st.h2d = db.uploaded_bytes - da.uploaded_bytes, st.hbm = db.weight_bytes - da.weight_bytes;
+    st.tier_hits = db.tier_hits - da.tier_hits, st.tier_misses = db.tier_misses - da.tier_misses;
     const ExpertStats b = m->experts->stats();
     const SpanStreamStats sb = m->spine->stream_stats();
     st.spine = m->spine->streamed_bytes_per_pass(true);
@@ -414,6 +422,48 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   j["bound"] = median(compute_s) > io_floor ? "compute" : "io";
   j["step_efficiency_vs_bracketing_replays"] = step_eff;
   j["step_efficiency_median"] = median(step_eff);
+  j["decode_tok_s"] = step_median > 0 ? 1 / step_median : 0.0;
+  // On a GPU: each steady step against the floor of its slowest tier, the
+  // ceilings measured now (same run): its disk bytes at the I/O ceiling above,
+  // its host -> device weight bytes at the pinned H2D ceiling, the weight
+  // bytes its products read at the HBM read ceiling.
+  const DeviceReport d = device_report(*m->backend, true);
+  if (d.gpu) {
+    std::vector<double> floors, over;
+    std::vector<std::string> tiers;
+    double h2d = 0, hbm = 0, hits = 0, misses = 0;
+    for (size_t i = 1; i < steps.size(); i++) {
+      const StepRecord& st = steps[i];
+      const double disk_s = ceiling > 0 ? double(st.bytes()) / (ceiling * 1e9) : 0.0;
+      const double h2d_s = d.h2d_pinned_gbs > 0 ? double(st.h2d) / (d.h2d_pinned_gbs * 1e9) : 0.0;
+      const double hbm_s = d.hbm_read_gbs > 0 ? double(st.hbm) / (d.hbm_read_gbs * 1e9) : 0.0;
+      const double f = std::max({disk_s, h2d_s, hbm_s});
+      floors.push_back(f);
+      over.push_back(f > 0 ? st.seconds / f : 0.0);
+      tiers.push_back(f == disk_s ? "disk" : f == h2d_s ? "h2d" : "hbm");
+      h2d += double(st.h2d), hbm += double(st.hbm), hits += double(st.tier_hits), misses += double(st.tier_misses);
+    }
+    j["gpu"] = {{"hbm_read_gbs", d.hbm_read_gbs},
+                {"pinned_h2d_gbs", d.h2d_pinned_gbs},
+                {"disk_gbs", ceiling},
+                {"matrix_calls", d.gpu_calls},
+                {"resident_bytes_peak", d.resident_bytes_peak},
+                {"uploaded_bytes", d.uploaded_bytes},
+                {"uploaded_pinned_bytes", d.uploaded_pinned_bytes},
+                {"uploaded_staged_bytes", d.uploaded_staged_bytes},
+                {"pinned_host_bytes", d.pinned_host_bytes},
+                {"vram_expert_tier_bytes", d.tier_bytes},
+                {"cpu_matrix_calls", d.cpu_matrix_calls},
+                {"h2d_bytes_per_token", n > 0 ? h2d / n : 0.0},
+                {"hbm_weight_bytes_per_token", n > 0 ? hbm / n : 0.0},
+                {"tier_hits_per_token", n > 0 ? hits / n : 0.0},
+                {"tier_misses_per_token", n > 0 ? misses / n : 0.0},
+                {"floor_s_per_step", floors},
+                {"floor_tier_per_step", tiers},
+                {"step_over_floor_per_step", over},
+                {"floor_s_median", median(floors)},
+                {"step_over_floor_median", median(over)}};
+  }
   return j;
 }
 

@@ -64,6 +64,7 @@ std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck) {
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <mutex>
 #include <deque>
 #include <unordered_map>
 
@@ -81,7 +82,8 @@ class DirectExperts : public ExpertSource {
         filler_(std::move(filler)),
         span_(ck.config.expert_span_bytes()),
         reader_(ck.shard_paths, reader_options(opt)),
-        cache_(cache_options(ck, opt)) {
+        cache_(cache_options(ck, opt)),
+        hooks_(opt.host_memory) {
     const uint64_t cap = SpanReader::direct_capacity(span_);
     max_bypass_ = std::max<uint64_t>(1, opt.inflight_bytes / std::max<uint64_t>(cap, 1));
     first_moe_ = ck.config.first_k_dense_replace;
@@ -100,6 +102,8 @@ class DirectExperts : public ExpertSource {
       } catch (...) {  // a failed read has landed too; nobody is waiting for it
       }
     }
+    if (hooks_.remove)
+      for (const std::span<uint8_t>& m : announced_) hooks_.remove(m.data(), m.size());
   }
 
   // A failed read (or a throwing `use`) fails this fetch only: every read
@@ -488,8 +492,8 @@ class DirectExperts : public ExpertSource {
     };
     if (uint64_t(slots.size()) * cache_.slot_bytes() <= kPopulateNowBytes) {
       // Small (tests, toy models): fault it in now, so which misses are cached never depends on timing.
-      for (const std::span<uint8_t>& m : spare) fault_in(m);
-      for (const std::span<uint8_t>& m : slots) fault_in(m);
+      for (const std::span<uint8_t>& m : spare) fault_in(m), announce(m);
+      for (const std::span<uint8_t>& m : slots) fault_in(m), announce(m);
       populated_ = int(slots.size());
       return;
     }
@@ -503,10 +507,16 @@ class DirectExperts : public ExpertSource {
         // In 2 MiB steps (fault_in): each call holds the address space's
         // lock, and a low-priority thread must not hold it long.
         const bool is_spare = i < spare.size();
-        if (!fault_in(is_spare ? spare[i] : slots[i - spare.size()])) {
+        const std::span<uint8_t> m = is_spare ? spare[i] : slots[i - spare.size()];
+        if (!fault_in(m)) {
+          // Every slot usable now (the reads fault them in); still announced
+          // (pinning faults them in here, off the submitting thread).
           populated_.store(all, std::memory_order_relaxed);
+          for (size_t k = i; k < spare.size() + slots.size() && !stop_populating_; k++)
+            announce(k < spare.size() ? spare[k] : slots[k - spare.size()]);
           return;
         }
+        announce(m);
         if (!is_spare) populated_.store(int(i - spare.size()) + 1, std::memory_order_relaxed);
       }
     });
@@ -614,6 +624,7 @@ class DirectExperts : public ExpertSource {
   int take_bypass_buffer() {
     if (free_bypass_.empty()) {
       bypass_.emplace_back(SpanReader::direct_capacity(span_));
+      announce(bypass_.back().bytes());
       return int(bypass_.size()) - 1;
     }
     const int b = free_bypass_.back();
@@ -637,11 +648,22 @@ class DirectExperts : public ExpertSource {
     return co;
   }
 
+  // Tells hooks_.add of read memory once it is faulted in (any thread).
+  void announce(std::span<uint8_t> m) {
+    if (!hooks_.add || m.empty()) return;
+    std::lock_guard<std::mutex> lock(announced_mu_);
+    hooks_.add(m.data(), m.size());
+    announced_.push_back(m);
+  }
+
   const Checkpoint& ck_;
   std::unique_ptr<ExpertSource> filler_;  // a stream install's HTTP source, or null
   uint64_t span_;
   SpanReader reader_;
   ExpertCache cache_;
+  HostMemoryHooks hooks_;
+  std::mutex announced_mu_;
+  std::vector<std::span<uint8_t>> announced_;  // given to hooks_.add, removed when the source closes
   std::unordered_map<uint64_t, Waiting> waiting_;  // ticket -> what it is for
   std::unordered_map<int, uint64_t> slot_ticket_;  // slot -> its read in flight
   std::vector<AlignedBuffer> bypass_;

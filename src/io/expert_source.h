@@ -100,10 +100,20 @@ using MissFillerFactory = std::function<std::unique_ptr<ExpertSource>(const Chec
 // Reads each span with pread, every time (no cache): the simplest correct source.
 std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck);
 
+// Told of the source's read memory (its cache slots and read buffers), so a
+// device backend can pin it (kernels/backend.h, register_host): added once
+// each buffer is allocated and faulted in (possibly on the source's helper
+// thread), removed before it is freed, when no read or use of it is under way.
+struct HostMemoryHooks {
+  void (*add)(void* p, size_t n) = nullptr;
+  void (*remove)(void* p, size_t n) = nullptr;
+};
+
 struct DirectSourceOptions {
   uint64_t cache_bytes = 0;      // RAM for cached experts (0: no cache)
   uint64_t inflight_bytes = 0;   // RAM for reads that bypass the cache (at least one span)
   int queue_depth = 16;          // read operations in flight
+  HostMemoryHooks host_memory;   // both or neither set
 };
 
 // io_uring + O_DIRECT reads (io/span_reader.h) into a RAM expert cache with

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "io/aligned_buffer.h"
 
 namespace sluice {
 namespace {
@@ -93,6 +96,64 @@ TEST(ExpertSource, MeanwhileRunsOnceWhereTheFetchWouldWait) {
   EXPECT_EQ(warm.back(), -1);   // all cached: never waited
   EXPECT_EQ(pread.back(), -1);
   EXPECT_EQ(direct->stats().cache_hits, experts.size());
+}
+
+// The read memory a device backend would pin (DirectSourceOptions::host_memory):
+// every span handed to use() lies in memory announced by add(), each buffer
+// is announced once, and all of it is removed when the source closes.
+std::map<uintptr_t, size_t>& announced() {
+  static std::map<uintptr_t, size_t> m;
+  return m;
+}
+int announce_errors = 0;
+void on_add(void* p, size_t n) {
+  if (!announced().emplace(reinterpret_cast<uintptr_t>(p), n).second) announce_errors++;
+}
+void on_remove(void* p, size_t n) {
+  auto it = announced().find(reinterpret_cast<uintptr_t>(p));
+  if (it == announced().end() || it->second != n) announce_errors++;
+  else announced().erase(it);
+}
+bool in_announced(const uint8_t* p, size_t n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = announced().upper_bound(a);
+  if (it == announced().begin()) return false;
+  --it;
+  return a + n <= it->first + it->second;
+}
+
+TEST(ExpertSource, HostMemoryHooksSeeEveryReadBuffer) {
+  const Checkpoint ck = open_checkpoint(std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model");
+  const int layer = ck.config.first_k_dense_replace;
+  const uint64_t n = ck.config.expert_span_bytes();
+  auto plain = make_pread_expert_source(ck);
+  for (const uint64_t cache : {uint64_t(0), uint64_t(64) << 20}) {  // reads into spare buffers only; into slots
+    announce_errors = 0;
+    {
+      DirectSourceOptions d;
+      d.cache_bytes = cache;
+      d.inflight_bytes = 1ull << 20;
+      d.host_memory = {on_add, on_remove};
+      auto direct = make_direct_expert_source(ck, d);
+      EXPECT_FALSE(announced().empty());
+      for (const auto& [at, len] : announced()) {
+        EXPECT_EQ(at % kIoAlign, 0u);
+        EXPECT_GE(len, n);
+      }
+      const std::vector<int> experts = {0, 3, 5, 6};
+      int outside = 0;
+      std::vector<std::vector<uint8_t>> got(experts.size());
+      for (int round = 0; round < 2; round++)
+        direct->fetch(layer, experts, [&](size_t i, const uint8_t* p) {
+          outside += !in_announced(p, n);
+          got[i].assign(p, p + n);
+        });
+      EXPECT_EQ(outside, 0) << "cache " << cache;
+      EXPECT_EQ(got, fetch_all(*plain, ck, layer, experts));
+    }
+    EXPECT_TRUE(announced().empty()) << "cache " << cache;
+    EXPECT_EQ(announce_errors, 0);
+  }
 }
 
 }  // namespace

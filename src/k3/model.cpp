@@ -213,6 +213,7 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
     d.cache_bytes = m->plan.expert_cache;
     d.inflight_bytes = m->plan.expert_buffers;
     d.queue_depth = m->queue_depth;
+    d.host_memory = {m->backend->register_host, m->backend->unregister_host};  // a GPU entry pins them
     m->experts = make_direct_expert_source(m->ck, d, std::move(filler));
   }
   // After the expert source: its helper faults the cache's memory in while the spine loads.

@@ -80,15 +80,21 @@ void moe_forward(const ModelConfig& c, Spine& sp, const MoeWeights& w, int layer
     o.resize(size_t(n) * LAT);
     for (int r = 0; r < n; r++)
       std::copy_n(lat.data() + size_t(who[size_t(r)] / K) * LAT, LAT, xin.data() + size_t(r) * LAT);
-    // Expert bytes are valid for this callback only: transient (owner 0).
+    // Expert bytes are valid for this callback only: transient (owner 0),
+    // but keyed by (layer, expert, projection) under the spine's owner: the
+    // same key always has the same bytes (kernels/backend.h, content keys).
     // Gate and up share shape and input: one grouped call (one launch on a GPU).
     // pump(): reads land and the next ones start while this expert computes.
-    const Mxfp4Task gate_up[2] = {{{span + lay.w1_packed, span + lay.w1_scale, I, LAT, 0}, xin.data(), g.data(), n},
-                                  {{span + lay.w3_packed, span + lay.w3_scale, I, LAT, 0}, xin.data(), u.data(), n}};
+    const uint32_t item = (uint32_t(layer) * uint32_t(E) + uint32_t(needed[i])) * 3 + 1;
+    const Mxfp4Task gate_up[2] = {
+        {{span + lay.w1_packed, span + lay.w1_scale, I, LAT, 0, content_key(sp.owner(), item)}, xin.data(), g.data(), n},
+        {{span + lay.w3_packed, span + lay.w3_scale, I, LAT, 0, content_key(sp.owner(), item + 1)}, xin.data(), u.data(),
+         n}};
     be.grouped_mxfp4(gate_up, 2);
     experts.pump();
     be.situ_glu(g.data(), u.data(), size_t(n) * I, c.situ_beta, c.situ_linear_beta, g.data());
-    be.matmul_mxfp4({span + lay.w2_packed, span + lay.w2_scale, LAT, I, 0}, g.data(), n, o.data());
+    be.matmul_mxfp4({span + lay.w2_packed, span + lay.w2_scale, LAT, I, 0, content_key(sp.owner(), item + 2)}, g.data(),
+                    n, o.data());
     experts.pump();
     for (int r = 0; r < n; r++)
       std::copy_n(o.data() + size_t(r) * LAT, LAT, expert_out.data() + size_t(who[size_t(r)]) * LAT);

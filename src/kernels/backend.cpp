@@ -310,6 +310,8 @@ const Backend kScalar = {
     kda_chunk,
     mla_attend<scalar_matvec_bf16>,
     release,
+    nullptr,
+    nullptr,
 };
 
 #if defined(__x86_64__)

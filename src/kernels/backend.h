@@ -22,6 +22,18 @@
 //   transfer next time. owner == 0: transient (a streaming-ring slot, an
 //   expert read buffer or cache slot): valid for this call only, never keyed.
 //   Owners are process-unique and never reused (next_weight_owner()).
+// - An owner == 0 MXFP4 weight may carry a content key (Mxfp4Ref::content,
+//   made by content_key()): the same key always comes with the same bytes,
+//   wherever they sit in host memory (k3: a routed expert's projection; a RAM
+//   cache slot's bytes change on eviction, the key does not). A device
+//   backend may keep a copy keyed by it (the CUDA entry's VRAM expert tier)
+//   until release(owner of the key). 0: no key. The CPU entries ignore it.
+// - Host memory a device backend may read weights from directly can be
+//   announced: register_host(p, n) after the memory is allocated (and faulted
+//   in), unregister_host(p, n) before it is freed, with no call reading it in
+//   between (the CUDA entry pins it: uploads from it are then plain DMA, no
+//   staging copy). Both are null in the CPU entries; io/ calls them through
+//   DirectSourceOptions::host_memory, never knowing which backend it is.
 // - A backend keeps its own scratch (per calling thread on the CPU entries),
 //   reused across calls; no op allocates per call once warm.
 //
@@ -66,7 +78,12 @@ struct Mxfp4Ref {
   const uint8_t* scale = nullptr;
   int rows = 0, cols = 0;
   WeightOwner owner = 0;
+  uint64_t content = 0;  // owner == 0 only: the content key (above), or 0
 };
+
+// A content key: `owner` (who releases it) in the high 32 bits, `item` (> 0,
+// one per distinct matrix of that owner) in the low.
+constexpr uint64_t content_key(WeightOwner owner, uint32_t item) { return uint64_t(owner) << 32 | item; }
 
 // An FP32 weight vector (norm weights, AttnRes queries, router bias).
 struct F32Ref {
@@ -169,6 +186,10 @@ struct Backend {
   // Forgets anything kept for weights of `owner` (a device copy); the CPU
   // entries keep nothing. Called when the model that owns them closes.
   void (*release)(WeightOwner owner);
+
+  // Host memory announcements (the memory rules above); null: not wanted.
+  void (*register_host)(void* p, size_t n);
+  void (*unregister_host)(void* p, size_t n);
 };
 
 // The scalar entry: the definitions. Always available.

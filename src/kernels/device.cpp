@@ -60,8 +60,18 @@ DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] b
   r.gpu_calls = s.gpu_calls, r.resident_weights = s.resident_weights, r.resident_bytes = s.resident_bytes;
   r.resident_bytes_peak = s.resident_bytes_peak;
   r.uploaded_bytes = s.uploaded_bytes, r.cpu_matrix_calls = s.cpu_matrix_calls;
+  r.uploaded_pinned_bytes = s.uploaded_pinned_bytes, r.uploaded_staged_bytes = s.uploaded_staged_bytes;
+  r.weight_bytes = s.weight_bytes;
+  r.tier_hits = s.tier_hits, r.tier_misses = s.tier_misses, r.tier_evictions = s.tier_evictions;
+  r.tier_bytes = s.tier_bytes, r.pinned_host_bytes = s.pinned_host_bytes;
 #endif
   return r;
+}
+
+void set_vram_expert_budget([[maybe_unused]] int64_t bytes) {
+#ifdef SLUICE_HAVE_CUDA
+  cuda::set_vram_experts(bytes);
+#endif
 }
 
 }  // namespace sluice

@@ -32,7 +32,14 @@ struct DeviceReport {
   double hbm_read_gbs = 0, h2d_pinned_gbs = 0;
   uint64_t gpu_calls = 0, resident_weights = 0, resident_bytes = 0, resident_bytes_peak = 0, uploaded_bytes = 0,
            cpu_matrix_calls = 0;
+  uint64_t uploaded_pinned_bytes = 0, uploaded_staged_bytes = 0, weight_bytes = 0;  // cumulative
+  uint64_t tier_hits = 0, tier_misses = 0, tier_evictions = 0, tier_bytes = 0, pinned_host_bytes = 0;
 };
 DeviceReport device_report(const Backend& b, bool measure_ceilings);
+
+// The CUDA entry's VRAM expert tier budget (`--vram-experts`): -1 the
+// default (free VRAM less a reserve), 0 off, else bytes. No effect on the CPU
+// entries or in a build without CUDA.
+void set_vram_expert_budget(int64_t bytes);
 
 }  // namespace sluice

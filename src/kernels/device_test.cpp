@@ -48,16 +48,23 @@ TEST(DeviceBackend, CudaUnavailableIsAClearErrorAndAutoFallsBack) {
   EXPECT_EQ(&device_backend("auto"), &cpu_backend());
 }
 
+// The CUDA entry, or null with *why set (no CUDA build or no GPU: the test skips).
+const Backend* cuda_or_null(std::string* why) {
+  try {
+    return &device_backend("cuda");
+  } catch (const Error& e) {
+    *why = e.what();
+    return nullptr;
+  }
+}
+
 // A stable weight (owner != 0) is mirrored once and gives the bits of the
 // same weight uploaded per call (owner 0); release() drops the mirror, and
 // new bytes at the same address under a new owner are read afresh.
 TEST(DeviceBackend, CudaMirrorsStableWeights) {
-  const Backend* be = nullptr;
-  try {
-    be = &device_backend("cuda");
-  } catch (const Error& e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string why;
+  const Backend* be = cuda_or_null(&why);
+  if (!be) GTEST_SKIP() << why;
   std::mt19937_64 rng(9);
   std::normal_distribution<float> d(0.0f, 1.0f);
   const int rows = 37, cols = 300;
@@ -80,6 +87,70 @@ TEST(DeviceBackend, CudaMirrorsStableWeights) {
   EXPECT_EQ(0, std::memcmp(want.data(), y3.data(), sizeof(float) * rows));
   EXPECT_NE(0, std::memcmp(y0.data(), y3.data(), sizeof(float) * rows));
   be->release(owner2);
+}
+
+// The VRAM expert tier (content-keyed MXFP4 weights, owner 0): the bits of
+// the same products without a key, whether the tier is off, holds two
+// entries (every round evicts) or grows freely (the second round hits), and
+// when a key's bytes come from another host address (a RAM cache slot moved)
+// or from pinned (registered) memory.
+TEST(DeviceBackend, CudaExpertTierGivesTheSameBits) {
+  std::string why;
+  const Backend* be = cuda_or_null(&why);
+  if (!be) GTEST_SKIP() << why;
+  ASSERT_NE(be->register_host, nullptr);
+  std::mt19937_64 rng(11);
+  const int rows = 64, cols = 256, experts = 4;
+  const size_t packed = size_t(rows) * cols / 2, scale = size_t(rows) * cols / 32, span = packed + scale;
+  std::vector<uint8_t> bytes(span * experts);
+  for (size_t i = 0; i < bytes.size(); i++) bytes[i] = uint8_t(rng());
+  for (int e = 0; e < experts; e++)  // scales near 2^0: finite products
+    for (size_t i = 0; i < scale; i++) bytes[size_t(e) * span + packed + i] = uint8_t(120 + rng() % 12);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(size_t(2) * cols);
+  for (auto& v : x) v = d(rng);
+  const WeightOwner owner = next_weight_owner();
+  // Expert e's product from `base` (bytes laid out as `bytes`), keyed or not.
+  auto product = [&](const uint8_t* base, int e, bool keyed, int n) {
+    std::vector<float> y(size_t(n) * rows);
+    const uint8_t* p = base + size_t(e) * span;
+    const Mxfp4Task t{{p, p + packed, rows, cols, 0, keyed ? content_key(owner, uint32_t(e) + 1) : 0}, x.data(), y.data(),
+                      n};
+    be->grouped_mxfp4(&t, 1);
+    return y;
+  };
+  std::vector<std::vector<float>> want;
+  for (int e = 0; e < experts; e++) want.push_back(product(bytes.data(), e, false, 2));
+  const size_t slot = (span + 255) / 256 * 256;
+  for (const int64_t budget : {int64_t(0), int64_t(2 * slot), int64_t(-1)}) {
+    set_vram_expert_budget(budget);
+    const DeviceReport r0 = device_report(*be, false);
+    for (int round = 0; round < 3; round++)
+      for (int e = 0; e < experts; e++)
+        EXPECT_EQ(product(bytes.data(), e, true, 2), want[size_t(e)]) << budget << " " << round << " " << e;
+    const DeviceReport r1 = device_report(*be, false);
+    if (budget == 0) {
+      EXPECT_EQ(r1.tier_misses, r0.tier_misses);
+    } else if (budget > 0) {
+      EXPECT_GE(r1.tier_evictions - r0.tier_evictions, uint64_t(3 * experts - 2));
+    } else {
+      EXPECT_EQ(r1.tier_hits - r0.tier_hits, uint64_t(2 * experts));
+    }
+  }
+  // The same keys from another (pinned) copy: hits, same bits; then misses from it.
+  std::vector<uint8_t> moved(bytes);
+  be->register_host(moved.data(), moved.size());
+  EXPECT_GE(device_report(*be, false).pinned_host_bytes, moved.size());
+  for (int e = 0; e < experts; e++) EXPECT_EQ(product(moved.data(), e, true, 2), want[size_t(e)]);
+  be->release(owner);  // drops the keys: read afresh, from the pinned copy
+  const DeviceReport p0 = device_report(*be, false);
+  for (int e = 0; e < experts; e++) EXPECT_EQ(product(moved.data(), e, true, 1), std::vector<float>(want[size_t(e)].begin(), want[size_t(e)].begin() + rows));
+  const DeviceReport p1 = device_report(*be, false);
+  EXPECT_EQ(p1.tier_misses - p0.tier_misses, uint64_t(experts));
+  EXPECT_EQ(p1.uploaded_pinned_bytes - p0.uploaded_pinned_bytes, uint64_t(experts) * span);
+  be->unregister_host(moved.data(), moved.size());
+  be->release(owner);
+  set_vram_expert_budget(-1);
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -52,6 +54,30 @@ struct Mirror {
   WeightOwner owner = 0;
 };
 
+// The VRAM expert tier (backend_cuda.h): content-keyed copies of MXFP4
+// matrices (an expert's projection: packed bytes, then its scales), in
+// fixed-size slots (the size of the first entry; another size bypasses the
+// tier), grown on demand in blocks of up to kTierBlock while the budget and
+// free VRAM (less kReserve) allow, then the least recently used slot not in
+// use by the current call is evicted.
+constexpr size_t kTierBlock = size_t(1) << 30;
+struct Tier {
+  int64_t budget = -1;  // bytes; -1: what free VRAM allows; 0: off
+  size_t slot_bytes = 0;
+  std::vector<char*> blocks;  // cudaMalloc'd
+  struct Slot {
+    char* dev = nullptr;
+    uint64_t key = 0, used = 0;  // used: the clock at its last use
+    bool in_call = false;        // used by the current call: not evictable
+  };
+  std::vector<Slot> slots;
+  std::vector<int> free;
+  std::unordered_map<uint64_t, int> slot_of;
+  std::set<std::pair<uint64_t, int>> lru;  // (used, slot) of held slots not in the call
+  std::vector<int> call;                   // slots the current call uses
+  uint64_t clock = 0;
+};
+
 struct State {
   std::mutex mu;
   const Backend* cpu = nullptr;
@@ -60,8 +86,14 @@ struct State {
   std::unique_ptr<Uploader> up;
   Arena arena;
   std::unordered_map<const void*, Mirror> mirrors;
+  Tier tier;
   EntryStats stats;
   std::string device;
+  // Host ranges pinned by register_host: start -> bytes. Its own mutex: the
+  // expert source's helper thread registers while another thread computes.
+  std::mutex pinned_mu;
+  std::map<uintptr_t, size_t> pinned;
+  uint64_t pinned_bytes = 0;
 };
 
 State& st() {
@@ -96,6 +128,111 @@ const void* mirrored(State& s, const void* p, size_t n, WeightOwner owner) {
   return d;
 }
 
+// True when [p, p+n) lies in one range pinned by register_host.
+bool is_pinned(State& s, const void* p, size_t n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(s.pinned_mu);
+  auto it = s.pinned.upper_bound(a);
+  if (it == s.pinned.begin()) return false;
+  --it;
+  return a >= it->first && a + n <= it->first + it->second;
+}
+
+// Host -> device for weight bytes: straight DMA from pinned memory, else
+// through the uploader's pinned staging.
+void upload(State& s, void* dev, const void* host, size_t n) {
+  const bool pinned = is_pinned(s, host, n);
+  s.up->copy(dev, host, n, pinned);
+  s.stats.uploaded_bytes += n;
+  (pinned ? s.stats.uploaded_pinned_bytes : s.stats.uploaded_staged_bytes) += n;
+}
+
+void tier_drop_all(Tier& t) {
+  for (char* b : t.blocks) cudaFree(b);
+  const int64_t budget = t.budget;
+  t = Tier{};
+  t.budget = budget;
+}
+
+// Grows the tier by one block of slots; false when the budget or VRAM is out.
+bool tier_grow(State& s) {
+  Tier& t = s.tier;
+  size_t n = kTierBlock / t.slot_bytes;
+  if (t.budget > 0) {
+    const size_t held = t.slots.size() * t.slot_bytes;
+    if (held + t.slot_bytes > size_t(t.budget)) return false;
+    n = std::min(n, (size_t(t.budget) - held) / t.slot_bytes);
+  }
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  if (free_b < kReserve + t.slot_bytes) return false;
+  n = std::max<size_t>(1, std::min(n, (free_b - kReserve) / t.slot_bytes));
+  char* d = nullptr;
+  if (cudaMalloc(&d, n * t.slot_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  t.blocks.push_back(d);
+  for (size_t i = 0; i < n; i++) {
+    t.free.push_back(int(t.slots.size()));
+    t.slots.push_back({d + i * t.slot_bytes, 0, 0, false});
+  }
+  s.stats.tier_bytes = t.slots.size() * t.slot_bytes;
+  return true;
+}
+
+// The tier's slot for `key` (an entry of `bytes`), held for the current call:
+// *fresh set when the caller must upload its bytes now. -1: not in the tier
+// (off, another size, or every slot in use by this call).
+int tier_get(State& s, uint64_t key, size_t bytes, bool* fresh) {
+  Tier& t = s.tier;
+  *fresh = false;
+  if (t.budget == 0 || key == 0) return -1;
+  if (t.slot_bytes == 0) t.slot_bytes = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (bytes > t.slot_bytes || bytes + kAlign <= t.slot_bytes) return -1;
+  int slot = -1;
+  auto it = t.slot_of.find(key);
+  if (it != t.slot_of.end()) {
+    slot = it->second;
+    s.stats.tier_hits++;
+  } else {
+    if (t.free.empty() && !tier_grow(s) && !t.lru.empty()) {
+      const int victim = t.lru.begin()->second;
+      t.lru.erase(t.lru.begin());
+      t.slot_of.erase(t.slots[size_t(victim)].key);
+      t.slots[size_t(victim)].key = 0;
+      t.free.push_back(victim);
+      s.stats.tier_evictions++;
+    }
+    if (t.free.empty()) return -1;
+    slot = t.free.back();
+    t.free.pop_back();
+    t.slots[size_t(slot)].key = key;
+    t.slot_of[key] = slot;
+    *fresh = true;
+    s.stats.tier_misses++;
+  }
+  Tier::Slot& sl = t.slots[size_t(slot)];
+  if (!sl.in_call) {
+    if (!*fresh) t.lru.erase({sl.used, slot});
+    sl.in_call = true;
+    t.call.push_back(slot);
+  }
+  return slot;
+}
+
+// The call is done with its slots: evictable again, most recent last.
+void tier_end_call(Tier& t) {
+  t.clock++;
+  for (int slot : t.call) {
+    Tier::Slot& sl = t.slots[size_t(slot)];
+    sl.in_call = false;
+    sl.used = t.clock;
+    t.lru.insert({sl.used, slot});
+  }
+  t.call.clear();
+}
+
 // A weight's device bytes for this op: its mirror, or a fresh upload into the
 // arena (planned by the caller with plan_weight).
 struct WeightPiece {
@@ -111,8 +248,7 @@ void plan_weight(State& s, WeightPiece& w) {
 const void* place_weight(State& s, WeightPiece& w) {
   if (w.dev) return w.dev;
   void* d = s.arena.take(w.bytes);
-  s.up->copy(d, w.host, w.bytes, false);
-  s.stats.uploaded_bytes += w.bytes;
+  upload(s, d, w.host, w.bytes);
   w.dev = d;
   return d;
 }
@@ -140,6 +276,7 @@ void gpu_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
   s.arena.plan(size_t(n) * W.rows * sizeof(float));
   s.arena.begin();
   const uint16_t* dw = static_cast<const uint16_t*>(place_weight(s, w));
+  s.stats.weight_bytes += w.bytes;
   s.up->fence(s.stream);
   const float* dx = put_floats(s, X, size_t(n) * W.cols);
   float* dy = static_cast<float*>(s.arena.take(size_t(n) * W.rows * sizeof(float)));
@@ -166,11 +303,27 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
   const int rows = W0.rows, cols = W0.cols;
   std::vector<WeightPiece> packed, scale;
   packed.reserve(size_t(ntasks)), scale.reserve(size_t(ntasks));
+  const size_t packed_bytes = size_t(rows) * cols / 2, scale_bytes = size_t(rows) * cols / 32;
+  const size_t scale_at = (packed_bytes + kAlign - 1) / kAlign * kAlign;  // in a tier slot
+  std::vector<int> fresh_slot(size_t(ntasks), -1);  // tier slots to fill this call
   for (int i = 0; i < ntasks; i++) {
     const Mxfp4Task& t = tasks[i];
-    packed.push_back({t.W.packed, size_t(rows) * cols / 2, t.W.owner});
-    scale.push_back({t.W.scale, size_t(rows) * cols / 32, t.W.owner});
+    packed.push_back({t.W.packed, packed_bytes, t.W.owner});
+    scale.push_back({t.W.scale, scale_bytes, t.W.owner});
     if (t.n <= 0 || rows <= 0) continue;
+    s.stats.weight_bytes += packed_bytes + scale_bytes;
+    if (t.W.owner == 0 && t.W.content != 0) {
+      bool fresh = false;
+      const int slot = tier_get(s, t.W.content, scale_at + scale_bytes, &fresh);
+      if (slot >= 0) {
+        char* d = s.tier.slots[size_t(slot)].dev;
+        packed.back().dev = d, scale.back().dev = d + scale_at;
+        if (fresh) fresh_slot[size_t(i)] = slot;
+        s.arena.plan(size_t(t.n) * cols * sizeof(float));
+        s.arena.plan(size_t(t.n) * rows * sizeof(float));
+        continue;
+      }
+    }
     plan_weight(s, packed.back());
     plan_weight(s, scale.back());
     s.arena.plan(size_t(t.n) * cols * sizeof(float));
@@ -182,6 +335,10 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
     const Mxfp4Task& t = tasks[i];
     dev[size_t(i)] = {nullptr, nullptr, nullptr, nullptr, 0};
     if (t.n <= 0 || rows <= 0) continue;
+    if (fresh_slot[size_t(i)] >= 0) {  // a tier miss: its bytes into the slot (placed above)
+      upload(s, const_cast<void*>(packed[size_t(i)].dev), t.W.packed, packed_bytes);
+      upload(s, const_cast<void*>(scale[size_t(i)].dev), t.W.scale, scale_bytes);
+    }
     dev[size_t(i)].packed = static_cast<const uint8_t*>(place_weight(s, packed[size_t(i)]));
     dev[size_t(i)].scale = static_cast<const uint8_t*>(place_weight(s, scale[size_t(i)]));
     dev[size_t(i)].n = t.n;
@@ -197,6 +354,7 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
   for (int i = 0; i < ntasks; i++)
     if (tasks[i].n > 0 && rows > 0) get_floats(s, tasks[i].Y, dev[size_t(i)].Y, size_t(tasks[i].n) * rows);
   finish(s);
+  tier_end_call(s.tier);
 }
 void gpu_matmul_mxfp4(const Mxfp4Ref& W, const float* X, int n, float* Y) {
   const Mxfp4Task t{W, X, Y, n};
@@ -217,8 +375,46 @@ void gpu_release(WeightOwner owner) {
         ++it;
       }
     }
+    Tier& t = s.tier;
+    for (auto it = t.slot_of.begin(); it != t.slot_of.end();) {
+      if (WeightOwner(it->first >> 32) == owner) {
+        Tier::Slot& sl = t.slots[size_t(it->second)];
+        t.lru.erase({sl.used, it->second});
+        sl.key = 0;
+        t.free.push_back(it->second);
+        it = t.slot_of.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
   s.cpu->release(owner);
+}
+
+void gpu_register_host(void* p, size_t n) {
+  if (!p || n == 0) return;
+  State& s = st();
+  if (cudaHostRegister(p, n, cudaHostRegisterDefault) != cudaSuccess) {
+    cudaGetLastError();  // not pinned: its uploads go through the staging
+    return;
+  }
+  std::lock_guard<std::mutex> lock(s.pinned_mu);
+  s.pinned[reinterpret_cast<uintptr_t>(p)] = n;
+  s.pinned_bytes += n;
+}
+
+void gpu_unregister_host(void* p, size_t n) {
+  State& s = st();
+  {
+    std::lock_guard<std::mutex> lock(s.pinned_mu);
+    auto it = s.pinned.find(reinterpret_cast<uintptr_t>(p));
+    if (it == s.pinned.end()) return;
+    s.pinned_bytes -= it->second;
+    s.pinned.erase(it);
+  }
+  (void)n;
+  cudaHostUnregister(p);
+  cudaGetLastError();
 }
 
 }  // namespace
@@ -325,6 +521,8 @@ const Backend* backend_entry(const Backend& cpu, std::string* why) {
   s.table.matmul_mxfp4 = gpu_matmul_mxfp4;
   s.table.grouped_mxfp4 = gpu_grouped_mxfp4;
   s.table.release = gpu_release;
+  s.table.register_host = gpu_register_host;
+  s.table.unregister_host = gpu_unregister_host;
   s.cpu = &cpu;
   return &s.table;
 }
@@ -332,7 +530,18 @@ const Backend* backend_entry(const Backend& cpu, std::string* why) {
 EntryStats entry_stats() {
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
-  return s.stats;
+  EntryStats r = s.stats;
+  std::lock_guard<std::mutex> lock2(s.pinned_mu);
+  r.pinned_host_bytes = s.pinned_bytes;
+  return r;
+}
+
+void set_vram_experts(int64_t bytes) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  tier_drop_all(s.tier);
+  s.tier.budget = bytes < 0 ? -1 : bytes;
+  s.stats.tier_bytes = 0;
 }
 
 std::string describe() {

@@ -15,6 +15,14 @@
 // through pinned staging (kernels/cuda/upload.h). Activations are host memory:
 // copied in, the result copied out, the call returns when it is on the host.
 // The entry serializes its calls (one mutex): any thread may call it.
+//
+// Routed experts (owner 0 with a content key, kernels/backend.h) go through
+// the VRAM expert tier: a copy per key, kept across calls (least recently
+// used out first; set_vram_experts). A miss is uploaded into its slot; a
+// hit costs no transfer. Same kernels on the same bytes: the same bits.
+// Host memory announced by register_host is pinned (cudaHostRegister) and
+// uploads from it are plain DMA on the uploader's stream, fenced into the
+// compute stream; other host memory goes through the pinned staging.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,9 +41,20 @@ struct EntryStats {
   uint64_t resident_weights = 0, resident_bytes = 0;  // VRAM mirrors now held
   uint64_t resident_bytes_peak = 0;                   // the most held at once (a closed model releases its own)
   uint64_t uploaded_bytes = 0;  // weight bytes copied per call (transient, or no VRAM left)
+  uint64_t uploaded_pinned_bytes = 0, uploaded_staged_bytes = 0;  // of which straight from pinned memory / staged
+  uint64_t weight_bytes = 0;    // weight bytes the GPU products read (HBM), all calls
+  uint64_t tier_hits = 0, tier_misses = 0, tier_evictions = 0;  // VRAM expert tier lookups
+  uint64_t tier_bytes = 0;      // VRAM the tier holds now
+  uint64_t pinned_host_bytes = 0;  // host memory registered (pinned) now
   uint64_t cpu_matrix_calls = 0;  // MXFP4 products of a shape the kernels do not take (run on the CPU)
 };
 EntryStats entry_stats();
+
+// The VRAM expert tier's budget in bytes (dropping what it holds): -1 (the
+// default) grows into whatever VRAM is free, leaving the entry's reserve
+// (2 GiB) for the spine's mirrors and scratch; 0 turns it off (every expert
+// uploaded per call: the streamed case); else at most that many bytes.
+void set_vram_experts(int64_t bytes);
 
 // The GPU's ceilings, measured now (about a second; for bench --device
 // cuda): a pure-read kernel over 2 GiB (16-byte loads) and ~512 MiB of
