@@ -47,6 +47,8 @@ struct StepRecord {
   // On a GPU entry: weight bytes copied host -> device, read by the GPU's
   // products (HBM), and VRAM expert tier hits / misses.
   uint64_t h2d = 0, hbm = 0, tier_hits = 0, tier_misses = 0;
+  uint64_t gpu_calls = 0;   // GPU product calls in the step
+  double gpu_call_s = 0;    // host time inside them (the rest: the CPU's ops and the engine)
   uint64_t bytes() const { return spine + expert; }
 };
 
@@ -230,6 +232,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     const DeviceReport db = device_report(*m->backend, false);
     st.h2d = db.uploaded_bytes - da.uploaded_bytes, st.hbm = db.weight_bytes - da.weight_bytes;
     st.tier_hits = db.tier_hits - da.tier_hits, st.tier_misses = db.tier_misses - da.tier_misses;
+    st.gpu_calls = db.gpu_calls - da.gpu_calls, st.gpu_call_s = db.call_seconds - da.call_seconds;
     const ExpertStats b = m->experts->stats();
     const SpanStreamStats sb = m->spine->stream_stats();
     st.spine = m->spine->streamed_bytes_per_pass(true);
@@ -431,7 +434,8 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   if (d.gpu) {
     std::vector<double> floors, over;
     std::vector<std::string> tiers;
-    double h2d = 0, hbm = 0, hits = 0, misses = 0;
+    std::vector<double> call_s;
+    double h2d = 0, hbm = 0, hits = 0, misses = 0, calls = 0;
     for (size_t i = 1; i < steps.size(); i++) {
       const StepRecord& st = steps[i];
       const double disk_s = ceiling > 0 ? double(st.bytes()) / (ceiling * 1e9) : 0.0;
@@ -442,6 +446,8 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
       over.push_back(f > 0 ? st.seconds / f : 0.0);
       tiers.push_back(f == disk_s ? "disk" : f == h2d_s ? "h2d" : "hbm");
       h2d += double(st.h2d), hbm += double(st.hbm), hits += double(st.tier_hits), misses += double(st.tier_misses);
+      calls += double(st.gpu_calls);
+      call_s.push_back(st.gpu_call_s);
     }
     j["gpu"] = {{"hbm_read_gbs", d.hbm_read_gbs},
                 {"pinned_h2d_gbs", d.h2d_pinned_gbs},
@@ -458,6 +464,9 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
                 {"hbm_weight_bytes_per_token", n > 0 ? hbm / n : 0.0},
                 {"tier_hits_per_token", n > 0 ? hits / n : 0.0},
                 {"tier_misses_per_token", n > 0 ? misses / n : 0.0},
+                {"gpu_calls_per_token", n > 0 ? calls / n : 0.0},
+                {"gpu_call_s_per_step", call_s},
+                {"gpu_call_s_median", median(call_s)},
                 {"floor_s_per_step", floors},
                 {"floor_tier_per_step", tiers},
                 {"step_over_floor_per_step", over},

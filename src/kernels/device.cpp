@@ -64,6 +64,7 @@ DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] b
   r.weight_bytes = s.weight_bytes;
   r.tier_hits = s.tier_hits, r.tier_misses = s.tier_misses, r.tier_evictions = s.tier_evictions;
   r.tier_bytes = s.tier_bytes, r.pinned_host_bytes = s.pinned_host_bytes;
+  r.call_seconds = s.call_seconds;
 #endif
   return r;
 }

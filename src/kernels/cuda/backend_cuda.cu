@@ -3,6 +3,7 @@
 #include "kernels/cuda/backend_cuda.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -261,6 +262,13 @@ float* put_floats(State& s, const float* host, size_t n) {
 void get_floats(State& s, float* host, const float* dev, size_t n) {
   if (n) check(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, s.stream), "d2h");
 }
+// Times one GPU product call, the lock held (where a step's time goes:
+// inside the entry's products, or in the CPU's ops and the engine).
+struct CallTimer {
+  State& s;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  ~CallTimer() { s.stats.call_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+};
 void finish(State& s) {
   check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize");
   s.stats.gpu_calls++;
@@ -270,6 +278,7 @@ void gpu_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   if (n <= 0 || W.rows <= 0) return;
+  const CallTimer timer{s};
   WeightPiece w{W.w, size_t(W.rows) * size_t(W.cols) * 2, W.owner};
   plan_weight(s, w);
   s.arena.plan(size_t(n) * W.cols * sizeof(float));
@@ -300,6 +309,7 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
     return s.cpu->grouped_mxfp4(tasks, ntasks);
   }
   std::lock_guard<std::mutex> lock(s.mu);
+  const CallTimer timer{s};
   const int rows = W0.rows, cols = W0.cols;
   std::vector<WeightPiece> packed, scale;
   packed.reserve(size_t(ntasks)), scale.reserve(size_t(ntasks));

@@ -38,6 +38,7 @@ const Backend* backend_entry(const Backend& cpu, std::string* why);
 // What the entry has done so far (for --stats and the benchmark).
 struct EntryStats {
   uint64_t gpu_calls = 0;       // matrix-product calls run on the GPU
+  double call_seconds = 0;      // host wall time inside those calls (uploads, kernels, copies, waits)
   uint64_t resident_weights = 0, resident_bytes = 0;  // VRAM mirrors now held
   uint64_t resident_bytes_peak = 0;                   // the most held at once (a closed model releases its own)
   uint64_t uploaded_bytes = 0;  // weight bytes copied per call (transient, or no VRAM left)
