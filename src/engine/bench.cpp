@@ -423,6 +423,10 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   const double io_floor = ceiling > 0 ? bytes_pt / (ceiling * 1e9) : 0.0;
   j["io_floor_s_per_token"] = io_floor;
   j["bound"] = median(compute_s) > io_floor ? "compute" : "io";
+  // The best step_over_floor any read order could reach in this run is
+  // max(1, this) (the step cannot beat its compute), and the best
+  // io_efficiency 1 / that: the ratios' limit set by compute, same run.
+  j["compute_over_io_floor"] = io_floor > 0 ? median(compute_s) / io_floor : 0.0;
   j["step_efficiency_vs_bracketing_replays"] = step_eff;
   j["step_efficiency_median"] = median(step_eff);
   j["decode_tok_s"] = step_median > 0 ? 1 / step_median : 0.0;
