@@ -66,6 +66,9 @@ Command reg("bench", "Benchmark prefill and decode against the disk's read ceili
   sub.add_option("--queue-depth", a->opt.model.queue_depth, "Reads in flight (default: what `sluice probe --save` measured for this disk, else 16)")->check(CLI::Range(1, 1024));
   sub.add_option("--probe-seconds", a->opt.probe_seconds, "Time for the random-read probe (0: none)");
   sub.add_flag("!--no-replay", a->opt.replay, "Skip replaying each step's reads with no compute");
+  sub.add_flag("--save-compute", a->opt.save_compute,
+               "Keep the median decode compute for `sluice plan` (needs the spine resident; "
+               "$SLUICE_COMPUTE_PROFILE or ~/.cache/sluice/compute.json)");
   sub.add_option("-s,--seed", a->opt.seed, "Prompt seed");
   sub.add_flag("--json", a->json, "One-line JSON record");
   sub.add_option("--rows", a->rows,

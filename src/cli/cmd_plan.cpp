@@ -7,28 +7,37 @@
 // --preset k3 it runs on K3's shipped config (k3/k3_config.h) with no weights.
 //
 // Projection: the spine streams through a ring that a loader thread keeps
-// ahead of the computation, so its reads overlap compute; a layer's routed
-// experts are known only once its router has run and the layer's output waits
-// for them (prefetch guesses lead by a layer at most), so the experts the
-// cache misses are read on the critical path, beside no compute. A step takes
-// the larger of the I/O floor (every byte / disk rate: one disk serves both)
-// and the compute floor plus the missed experts' reads (docs/benchmarks.md,
-// "`sluice plan` against `bench`": with the spine resident a k3-slice step
-// measured compute + expert reads, not the larger of the two).
+// ahead of the computation, so its reads overlap compute. A layer's routed
+// experts are known only once its router has run; the prefetch guesses (the
+// previous token's route) read the ones they catch (--guess-recall) a layer
+// ahead, beside one layer's compute, with the wrong guesses (--guess-waste)
+// on the same disk; the misses no guess caught are read while compute waits.
+// A step takes the larger of the I/O floor (every byte / disk rate: one disk
+// serves both) and that critical path (docs/benchmarks.md, "`sluice plan`
+// against `bench`").
+//
+// Compute floor: the engine's own decode compute as `sluice bench
+// --save-compute` measured it on this machine (engine/compute_profile.h: the
+// median of the latest runs, scaled to this step's kernel bytes), else the
+// kernel probe's rates (kernels/rate_probe.h) over this step's bytes; the
+// output says which.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/bytes.h"
 #include "base/error.h"
 #include "checkpoint/checkpoint.h"
+#include "engine/compute_profile.h"
 #include "cli/commands.h"
 #include "cli/spine_option.h"
 #include "io/span_reader.h"
 #include "k3/k3_config.h"
 #include "k3/model.h"
+#include "k3/step_mix.h"
 #include "kernels/rate_probe.h"
 #include "pack/int8.h"
 #include "pack/pack.h"
@@ -43,8 +52,9 @@ constexpr double kLosslessRatio = 0.665;
 
 struct PlanArgs {
   std::string model, preset, ram, spine, spine_pack, reserve;
-  double disk_gbps = 7, hit_rate = 0, lossless_ratio = kLosslessRatio, probe_seconds = 0.6;
-  int max_context = 4096, cores = 0, chunk_tokens = 256;
+  double disk_gbps = 7, hit_rate = 0, guess_waste = 0, guess_recall = 0, lossless_ratio = kLosslessRatio, probe_seconds = 0.6;
+  int max_context = 4096, cores = 0, chunk_tokens = 256, probe_rounds = 8;
+  bool kernel_probe = false;
 };
 
 double gb(double b) { return b / 1e9; }
@@ -87,34 +97,51 @@ int run_plan(const PlanArgs& a) {
   const ModelConfig& c = ck.config;
 
   // What one decode step reads, by class, and pushes through each kernel.
-  double layers_read = 0, head_read = 0, spine_full_read = 0, bf16_bytes = 0, int8_bytes = 0, decoded = 0;
-  for (int i = 0; i < spine.piece_count(); i++) {
-    const double read = double(spine.piece_read_bytes(i)), raw = double(spine.piece_bytes(i));
-    spine_full_read += read;
-    (spine.piece_is_int8(i) ? int8_bytes : bf16_bytes) += raw;
-    if (p.resident_pieces[size_t(i)]) continue;
-    (spine.piece_is_head(i) ? head_read : layers_read) += read;
-    if (spine.piece_is_decoded(i)) decoded += raw;
-  }
-  int moe = 0;
-  for (int l = 0; l < c.num_hidden_layers; l++) moe += c.is_moe_layer(l) && c.num_experts > 0;
-  bf16_bytes += double(moe) * c.num_experts * c.hidden_size * 2;  // the routers (resident, computed every step)
+  const StepMix mix = step_mix(c, spine, p.resident_pieces);
+  const double layers_read = mix.layers_read, head_read = mix.head_read, spine_full_read = mix.spine_full_read;
+  const int moe = mix.moe_layers;
   const double span = double(SpanReader::direct_bytes(0, c.expert_span_bytes()));
-  const double touched = double(moe) * c.num_experts_per_token;
-  const double expert_read = touched * (1.0 - a.hit_rate) * span;
+  const double touched = mix.touched;
+  const double missed = touched * (1.0 - a.hit_rate) * span;
+  // Guesses read for nothing: the prefetch reads the previous token's route
+  // for the next layer before its router runs, and the experts it guessed
+  // wrong (and did not find cached) are read beside the misses, on the same
+  // disk; a property of the routing, as the hit rate (bench: prefetch_wasted_bytes_per_token
+  // over its missed experts' bytes).
+  const double wasted = missed * a.guess_waste;
+  const double expert_read = missed + wasted;
   const double embed = double(c.hidden_size) * 2;
   const double io_bytes = layers_read + head_read + expert_read + embed;
   const double io_floor = io_bytes / (a.disk_gbps * 1e9);
 
-  kernels::KernelRates r = kernels::measure_kernel_rates(a.cores > 0 ? 1 : 0, a.probe_seconds);
+  kernels::KernelRates r = kernels::measure_kernel_rates(a.cores > 0 ? 1 : 0, a.probe_seconds, a.probe_rounds);
   const int cores = a.cores > 0 ? a.cores : r.threads;
   const double scale = a.cores > 0 ? double(a.cores) : 1.0;  // per-core rates times N cores
-  const double bf16_s = bf16_bytes / (r.bf16_gbps * scale * 1e9);
-  const double int8_s = int8_bytes / (r.int8_gbps * scale * 1e9);
-  const double mxfp4_s = touched * double(c.expert_span_bytes()) / (r.mxfp4_gbps * scale * 1e9);
-  const double decode_s = decoded / (r.decode_gbps * scale * 1e9);
-  const double compute_floor = bf16_s + int8_s + mxfp4_s + decode_s;
-  const double expert_wait = expert_read / (a.disk_gbps * 1e9);  // missed experts, read while compute waits
+  const double bf16_s = kernel_seconds({.bf16 = mix.bf16}, r, scale);
+  const double int8_s = kernel_seconds({.int8 = mix.int8}, r, scale);
+  const double mxfp4_s = kernel_seconds({.mxfp4 = mix.mxfp4}, r, scale);
+  const double decode_s = kernel_seconds({.decoded = mix.decoded}, r, scale);
+  const double kernel_floor = bf16_s + int8_s + mxfp4_s + decode_s;
+  // The engine's own measured compute when bench saved one with as many
+  // threads (engine/compute_profile.h), scaled to this step's kernel bytes;
+  // else the kernels' probe alone.
+  std::vector<ComputeProfile> saved;
+  if (!a.kernel_probe) saved = load_compute_profile(compute_profile_path());
+  int saved_used = 0;
+  const double saved_s = saved_compute_s(saved, cores, mix, r, &saved_used);
+  const bool use_saved = saved_used > 0 && a.cores == 0;
+  const double compute_floor = use_saved ? saved_s : kernel_floor;
+  // The experts the cache misses: those the guesses caught (guess_recall of
+  // them) are read a layer ahead, beside the previous layer's compute, with the
+  // wrong guesses on the same disk; what does not fit in that layer's compute
+  // waits, and the misses no guess caught are read after their router, while
+  // compute waits.
+  const double rate = a.disk_gbps * 1e9;
+  const double lead = compute_floor / std::max(c.num_hidden_layers, 1);  // one layer's compute
+  const double ahead_per_layer = moe > 0 ? (missed * a.guess_recall + wasted) / moe / rate : 0;
+  const double spill = double(moe) * std::max(0.0, ahead_per_layer - lead);
+  const double after_router = missed * (1 - a.guess_recall) / rate;
+  const double expert_wait = spill + after_router;
   const double critical = compute_floor + expert_wait;
   const double projected = std::max(io_floor, critical);
 
@@ -136,22 +163,38 @@ int run_plan(const PlanArgs& a) {
               gb(double(p.expert_cache)), slots, all_experts, 100.0 * slots / std::max(all_experts, 1.0),
               gb(double(p.expert_buffers)));
   std::printf("per token    spine streamed %.3f GB, head streamed %.3f GB, experts %.3f GB (%.0f of %.0f read at "
-              "hit rate %.2f), embedding row %.6f GB\n",
+              "hit rate %.2f; + %.3f GB of wrong guesses at --guess-waste %.2f), embedding row %.6f GB\n",
               gb(layers_read), gb(head_read), gb(expert_read), touched * (1.0 - a.hit_rate), touched, a.hit_rate,
-              gb(embed));
+              gb(wasted), a.guess_waste, gb(embed));
   std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", io_floor, gb(io_bytes), a.disk_gbps);
   std::printf("kernels      %s %d core%s: bf16 matvec %.2f GB/s, int8 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, "
-              "lossless decode %.2f GB/s\n",
+              "lossless decode %.2f GB/s (medians of %d interleaved rounds; rounds spread up to %.2fx)\n",
               a.cores > 0 ? "one core's rates measured here (its CPU time), times" : "measured here now (wall time) on",
               cores, cores == 1 ? "" : "s",
-              r.bf16_gbps * scale, r.int8_gbps * scale, r.mxfp4_gbps * scale, r.decode_gbps * scale);
-  std::printf("compute floor %.3f s per token: bf16 %.3f GB (%.3f s), int8 %.3f GB (%.3f s), experts %.3f GB (%.3f s), "
+              r.bf16_gbps * scale, r.int8_gbps * scale, r.mxfp4_gbps * scale, r.decode_gbps * scale, r.rounds, r.spread);
+  std::printf("kernel floor %.3f s per token: bf16 %.3f GB (%.3f s), int8 %.3f GB (%.3f s), experts %.3f GB (%.3f s), "
               "decode %.3f GB (%.3f s)\n",
-              compute_floor, gb(bf16_bytes), bf16_s, gb(int8_bytes), int8_s, gb(touched * double(c.expert_span_bytes())),
-              mxfp4_s, gb(decoded), decode_s);
-  std::printf("critical path %.3f s per token: compute floor + %.3f s reading the missed experts, which wait for "
-              "their router\n",
-              critical, expert_wait);
+              kernel_floor, gb(mix.bf16), bf16_s, gb(mix.int8), int8_s, gb(mix.mxfp4), mxfp4_s, gb(mix.decoded), decode_s);
+  if (use_saved) {
+    double lo = 1e300, hi = 0;
+    for (const ComputeProfile& q : saved)
+      if (q.threads == cores) lo = std::min(lo, scaled_compute_s(q, mix, r)), hi = std::max(hi, scaled_compute_s(q, mix, r));
+    std::printf("compute floor %.3f s per token: the engine's decode compute as `sluice bench --save-compute` measured "
+                "it, median of %d run%s (%.3f-%.3f s, the latest on %s at %s, %d threads), each scaled to this step's "
+                "kernel bytes by the kernels' relative rates (%s)\n",
+                compute_floor, saved_used, saved_used == 1 ? "" : "s", lo, hi, saved.back().model.c_str(),
+                saved.back().when.c_str(), cores, compute_profile_path().c_str());
+  } else {
+    std::printf("compute floor %.3f s per token: the kernel floor (%s)\n", compute_floor,
+                a.kernel_probe   ? "--kernel-probe"
+                : a.cores > 0    ? "--cores: per-core rates"
+                : !saved.empty() ? "the saved engine runs used another thread count"
+                                 : "no engine measurement saved: `sluice bench --save-compute` on a resident spine keeps one");
+  }
+  std::printf("critical path %.3f s per token: compute floor + %.3f s reading the missed experts no guess caught "
+              "(after their router; --guess-recall %.2f) + %.3f s of guessed reads that one layer's compute of %.3f s "
+              "does not hide\n",
+              critical, after_router, a.guess_recall, spill, lead);
   std::printf(projected >= 0.1 ? "projected    %.3f s/token (%s: the larger of the I/O floor and the critical path)\n"
                                 : "projected    %.6f s/token (%s: the larger of the I/O floor and the critical path)\n",
               projected, io_floor >= critical ? "I/O-bound" : "compute and expert reads");
@@ -170,6 +213,16 @@ Command reg("plan", "What the engine would keep resident, read and compute per t
               sub.add_option("--cores", a->cores, "Project for N cores (per-core kernel rates measured here, times N)")
                   ->check(CLI::Range(1, 4096));
               sub.add_option("--hit-rate", a->hit_rate, "Expected expert-cache hit rate")->check(CLI::Range(0.0, 1.0));
+              sub.add_option("--guess-waste", a->guess_waste,
+                             "Experts the prefetch guesses read for nothing, per missed expert byte (bench: "
+                             "prefetch_wasted_bytes_per_token over the missed experts' bytes)")
+                  ->check(CLI::Range(0.0, 10.0));
+              sub.add_option("--guess-recall", a->guess_recall,
+                             "Missed experts the prefetch guesses read a layer ahead (bench: prefetch_recall; "
+                             "default 0: every miss read after its router)")
+                  ->check(CLI::Range(0.0, 1.0));
+              sub.add_flag("--kernel-probe", a->kernel_probe,
+                           "Compute floor from the kernel probe alone, not the engine's saved measurement");
               sub.add_option("--lossless-ratio", a->lossless_ratio,
                              "Packed / bf16 bytes when modelling a lossless pack that is not there (default: nanoK3's)")
                   ->check(CLI::Range(0.05, 1.0));
@@ -180,6 +233,8 @@ Command reg("plan", "What the engine would keep resident, read and compute per t
                   ->check(CLI::Range(1, 1 << 24));
               sub.add_option("--probe-seconds", a->probe_seconds, "Time spent measuring the kernels")
                   ->check(CLI::Range(0.01, 60.0));
+              sub.add_option("--probe-rounds", a->probe_rounds, "Interleaved rounds of the kernel probe (each rate: the median)")
+                  ->check(CLI::Range(1, 1000));
               add_spine_option(sub, a->spine);
               add_spine_pack_option(sub, a->spine_pack);
               *action = [a] { return run_plan(*a); };

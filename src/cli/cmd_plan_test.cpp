@@ -1,14 +1,19 @@
 // sluice plan: the plan open_model would follow, and the I/O floor per token.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <regex>
 #include <string>
 
 namespace {
 
 std::string run(const std::string& args, int* rc) {
-  const std::string cmd = std::string(SLUICE_BINARY) + " " + args + " 2>&1";
+  // No saved engine measurement unless a test gives one ("SLUICE_COMPUTE_PROFILE=FILE args"): the kernel probe's floor.
+  std::string env = "SLUICE_COMPUTE_PROFILE=/nonexistent", rest = args;
+  if (args.rfind("SLUICE_COMPUTE_PROFILE=", 0) == 0) env = args.substr(0, args.find(' ')), rest = args.substr(args.find(' ') + 1);
+  const std::string cmd = env + " " + std::string(SLUICE_BINARY) + " " + rest + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -106,7 +111,7 @@ TEST(CliPlan, PresetK3NeedsNoWeights) {
   const std::string c8 = run(k + " --ram 512G --cores 8", &rc);
   EXPECT_NE(c8.find("times 8 cores"), std::string::npos) << c8;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(c8, m, std::regex("compute floor [0-9.]+ s per token: bf16 ([0-9.]+) GB \\(([0-9.]+) s\\)")))
+  ASSERT_TRUE(std::regex_search(c8, m, std::regex("kernel floor [0-9.]+ s per token: bf16 ([0-9.]+) GB \\(([0-9.]+) s\\)")))
       << c8;
   EXPECT_NEAR(std::stod(m[1]) / number_after(c8, "bf16 matvec"), std::stod(m[2]), 0.01 * std::stod(m[2]) + 0.002) << c8;
   // int8 (modelled: its exact row bytes): about half the spine, through the int8 kernel.
@@ -117,6 +122,44 @@ TEST(CliPlan, PresetK3NeedsNoWeights) {
   EXPECT_LT(number_after(i64, "spine streamed"), 0.55 * bf16_spine) << i64;
   EXPECT_LT(number_after(i64, "I/O floor   "), number_after(l64, "I/O floor   ")) << i64;
   EXPECT_GT(seconds_per_token(i64), 0) << i64;
+  // The guesses: misses they catch are read a layer ahead, beside one layer's
+  // compute (only what that does not hide waits); wrong guesses add reads.
+  {
+    const std::string g = run(k + " --ram 512G --disk-gbps 0.5 --guess-recall 1", &rc);  // a slow disk: reads spill
+    ASSERT_EQ(rc, 0) << g;
+    EXPECT_EQ(number_after(g, "compute floor \\+"), 0) << g;  // no miss left for after the router
+    const double lead = number_after(g, "one layer's compute of");
+    EXPECT_NEAR(lead, number_after(g, "compute floor") / 93, 0.001) << g;
+    const double experts_gb = number_after(g, "per token .* experts");
+    const double spill = number_after(g, "s reading the missed experts no guess caught \\(after their router; --guess-recall [0-9.]+\\) \\+");
+    EXPECT_GT(spill, 1) << g;
+    EXPECT_NEAR(spill, 92 * std::max(0.0, experts_gb / 92 / 0.5 - lead), 0.05) << g;
+    const std::string w = run(k + " --ram 512G --disk-gbps 7 --guess-waste 0.5", &rc);
+    EXPECT_NEAR(number_after(w, "per token .* experts"), 1.5 * experts_gb, 0.002) << w;
+    EXPECT_NE(w.find("wrong guesses at --guess-waste 0.50"), std::string::npos) << w;
+  }
+  // The kernel floor unless told otherwise, and it says so.
+  EXPECT_NE(p64.find("no engine measurement saved"), std::string::npos) << p64;
+  // A saved engine measurement of this very step: the compute floor is its time.
+  {
+    const int threads = int(number_after(p512, "measured here now \\(wall time\\) on"));
+    const double bf16_gb = number_after(p512, "s per token: bf16"), mx_gb = number_after(p512, "\\(0.000 s\\), experts");
+    ASSERT_GT(threads, 0) << p512;
+    ASSERT_GT(mx_gb, 0) << p512;
+    const std::string path = std::string(SLUICE_BINARY) + ".plan_test_compute.json";
+    std::ofstream(path) << R"({"runs": [{"model": "/m", "when": "then", "threads": )" << threads
+                        << R"(, "compute_s_per_token": 2.0, "bytes": {"bf16": )" << bf16_gb * 1e9
+                        << R"(, "int8": 0, "mxfp4": )" << mx_gb * 1e9 << R"(, "decoded": 0}}]})";
+    const std::string sv = run("SLUICE_COMPUTE_PROFILE=" + path + " " + k +
+                                   " --ram 512G --disk-gbps 7",
+                               &rc);
+    ASSERT_EQ(rc, 0) << sv;
+    EXPECT_NE(sv.find("median of 1 run"), std::string::npos) << sv;
+    EXPECT_NEAR(number_after(sv, "compute floor"), 2.0, 0.01) << sv;
+    const std::string kp = run("SLUICE_COMPUTE_PROFILE=" + path + " " + k + " --ram 512G --disk-gbps 7 --kernel-probe", &rc);
+    EXPECT_NE(kp.find("the kernel floor (--kernel-probe)"), std::string::npos) << kp;
+    std::remove(path.c_str());
+  }
   // One of --model and --preset.
   EXPECT_NE(run("plan --ram 1G", &rc).find("--model DIR or --preset k3"), std::string::npos);
   EXPECT_NE(rc, 0);

@@ -26,6 +26,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
+#include "engine/batch.h"
 #include "kernels/device.h"
 #include "serve/server.h"
 #include "text/tokenizer.h"
@@ -113,6 +114,9 @@ int run_serve(ServeArgs& a) {
   // below their minimum is refused, naming it) and the prefix cache is held to its share.
   if (a.opt.state_cache_bytes > 0) a.opt.saved_states = 2;
   mopt.saved_states = a.opt.saved_states + a.opt.parallel - 1;
+  // A pass holds up to N sequences' rows (drafts included) or a prompt chunk,
+  // and returns logits for every decode row: the plan's working buffers hold them.
+  plan_batch_passes(mopt, a.opt.parallel, a.opt.draft.max_tokens, a.opt.prefill_chunk_tokens);
   std::fprintf(stderr, "sluice serve: --parallel %d: up to %d sequences decoded together%s\n", a.opt.parallel,
                a.opt.parallel, a.parallel > 0 ? "" : " (the default for this budget)");
 

@@ -53,6 +53,12 @@ void Batch::retire(Slot& s, std::exception_ptr error) {
   if (done) done(r, error);
 }
 
+void plan_batch_passes(ModelOptions& mo, int sequences, int draft_max, int prefill_chunk) {
+  const int rows = std::max(sequences, 1) * (1 + std::max(draft_max, 0));
+  mo.chunk_tokens = std::max(std::max(prefill_chunk, 1), rows + 1);
+  mo.logit_rows = rows;
+}
+
 void Batch::step() {
   for (Slot& s : slots_)
     if (s.gen && s.gen->poll_cancelled()) retire(s);

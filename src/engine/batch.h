@@ -32,6 +32,12 @@
 
 namespace sluice {
 
+// What one of Batch's passes holds, for the memory plan: at most the larger
+// of a prompt chunk and every sequence's rows (its token and up to
+// draft_max drafts, plus one), and logits for every decode row and one per
+// joining prompt: sequences x (1 + draft_max) at most.
+void plan_batch_passes(ModelOptions& mo, int sequences, int draft_max, int prefill_chunk);
+
 class Batch {
  public:
   // error: null, or what ended the generation (the result is then partial).

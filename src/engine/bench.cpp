@@ -13,11 +13,14 @@
 
 #include "base/error.h"
 #include "base/stats.h"
+#include "engine/compute_profile.h"
 #include "engine/session.h"
 #include "checkpoint/config.h"
 #include "hub/http_experts.h"
 #include "io/bandwidth_probe.h"
 #include "kernels/device.h"
+#include "kernels/threads.h"
+#include "k3/step_mix.h"
 
 namespace sluice {
 
@@ -172,6 +175,9 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   if (!mo.miss_filler) mo.miss_filler = stream_miss_filler(dir);
   auto m = open_model(dir, mo);
   const double open_s = now_s() - t_open;
+  if (opt.save_compute && !m->spine->all_resident())
+    fail("bench", "--save-compute needs the whole spine resident (a larger --ram-budget): with a streamed spine "
+                  "the loader shares the cores and a step is not compute alone");
   const ModelConfig& c = m->config();
   SpanReaderOptions io;
   io.queue_depth = mo.queue_depth;
@@ -382,6 +388,22 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     j["boundary_idle_s_per_layer"] = per_layer;
     j["boundary_idle_s_per_token"] = idle_tok;
     j["decode_compute_s_per_token"] = median(compute_s);  // step less its waits for reads: compute's floor
+    // What that compute pushed through each kernel (k3/step_mix.h), and the
+    // measurement kept for `sluice plan` when asked (a resident spine only:
+    // a streamed one's loader shares the cores, so the step is not compute alone).
+    const StepMix mix = step_mix(c, *m->spine, m->plan.resident_pieces);
+    j["compute_mix_bytes"] = {{"bf16", mix.bf16}, {"int8", mix.int8}, {"mxfp4", mix.mxfp4}, {"decoded", mix.decoded}};
+    if (opt.save_compute) {
+      ComputeProfile cp;
+      cp.model = dir;
+      cp.ram_budget = m->plan.budget;
+      cp.threads = kernels::num_threads();
+      cp.steps = int(compute_s.size());
+      cp.compute_s = median(compute_s);
+      cp.mix = mix;
+      save_compute_profile(compute_profile_path(), cp);
+      j["compute_profile_saved"] = compute_profile_path();
+    }
     j["expert_reads_in_flight_decode"] = total_s > 0 ? depth / total_s : 0.0;
     j["expert_reads_in_flight_prefill"] = prefill_depth;
     j["prefill_io_wait_s"] = prefill_io_wait;

@@ -38,6 +38,9 @@ struct BenchOptions {
   uint64_t seed = 1;
   double probe_seconds = 5.0;  // random-read probe, split before and after the steps (0: none)
   bool replay = true;          // replay each step's reads with no compute
+  // Keep the median decode compute and its kernel bytes for `sluice plan`
+  // (engine/compute_profile.h); needs the spine resident.
+  bool save_compute = false;
   // The prompt is fed in chunks of this many tokens, as generate() does for
   // `run` and `serve`, so the prefill figures are what they see.
   int prefill_chunk_tokens = 256;

@@ -20,8 +20,7 @@ nlohmann::json run_rows_bench(const std::string& dir, const RowsBenchOptions& op
   }
   ModelOptions mo = opt.model;
   mo.saved_states = std::max(mo.saved_states, most - 1);  // the R live states live in the budget
-  mo.chunk_tokens = std::max(std::min(opt.prefill_chunk_tokens, opt.prompt_tokens), most * (1 + opt.draft_max));
-  mo.all_logits = true;
+  plan_batch_passes(mo, most, opt.draft_max, std::min(opt.prefill_chunk_tokens, opt.prompt_tokens));
   auto m = open_model(dir, mo);
   const ModelConfig& c = m->config();
   const int ordinary = std::max(1, std::min(c.vocab_size, c.bos_token_id > 0 ? c.bos_token_id : c.vocab_size));

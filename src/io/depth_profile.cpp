@@ -7,24 +7,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
-#include "base/atomic_file.h"
+#include "base/cache_file.h"
 #include "base/error.h"
-#include "base/json_parse.h"
 #include "base/stats.h"
-#include "base/read_file.h"
 
 namespace sluice {
 
-std::string depth_profile_path() {
-  if (const char* p = std::getenv("SLUICE_DEPTH_PROFILE"); p && *p) return p;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/sluice/io-depth.json";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/sluice/io-depth.json";
-  return {};
-}
+std::string depth_profile_path() { return cache_file_path("SLUICE_DEPTH_PROFILE", "io-depth.json"); }
 
 std::string device_of(const std::string& file) {
   struct stat st {};
@@ -49,28 +41,12 @@ int choose_depth(const DepthRounds& rounds, double tolerance) {
   return 0;
 }
 
-namespace {
-
-// The profile, or an empty object when it is missing or unreadable.
-nlohmann::json read_profile(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return nlohmann::json::object();
-  try {
-    nlohmann::json j = parse_json(read_regular_file(path, 1 << 20), path);
-    return j.is_object() ? j : nlohmann::json::object();
-  } catch (const Error&) {
-    return nlohmann::json::object();
-  }
-}
-
-}  // namespace
-
 int save_depth_profile(const std::string& path, const std::string& device, const DepthRounds& rounds) {
   if (path.empty()) fail("probe", "no place to save the depth profile (set SLUICE_DEPTH_PROFILE or HOME)");
   if (device.empty()) fail(path, "no device to save a depth for");
   const int qd = choose_depth(rounds);
   if (qd <= 0) fail(path, "no measured depth to save");
-  nlohmann::json j = read_profile(path);
+  nlohmann::json j = read_cache_json(path);
   if (!j["devices"].is_object()) j["devices"] = nlohmann::json::object();
   nlohmann::json by = nlohmann::json::object(), all = nlohmann::json::object();
   for (const auto& [d, g] : rounds) {
@@ -78,10 +54,7 @@ int save_depth_profile(const std::string& path, const std::string& device, const
     all[std::to_string(d)] = g;
   }
   j["devices"][device] = {{"queue_depth", qd}, {"gbps", median(rounds.at(qd))}, {"by_depth", by}, {"rounds", all}};
-  const std::filesystem::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  write_file_atomic(path, j.dump(1) + "\n");
+  write_cache_json(path, j);
   return qd;
 }
 
@@ -89,7 +62,7 @@ int saved_queue_depth(const std::string& file, const std::string& path) {
   if (path.empty()) return 0;
   const std::string dev = device_of(file);
   if (dev.empty()) return 0;
-  const nlohmann::json j = read_profile(path);
+  const nlohmann::json j = read_cache_json(path);
   const auto devs = j.find("devices");
   if (devs == j.end() || !devs->is_object()) return 0;
   const auto d = devs->find(dev);

@@ -47,7 +47,7 @@ uint64_t resident_bytes() {
   return got == 2 ? uint64_t(resident) * uint64_t(sysconf(_SC_PAGESIZE)) : 0;
 }
 
-uint64_t working_bytes(const ModelConfig& c, int T, bool all_logits) {
+uint64_t working_bytes(const ModelConfig& c, int T, int logit_rows) {
   const uint64_t t = uint64_t(std::max(T, 1)), H = uint64_t(c.hidden_size), V = uint64_t(c.vocab_size);
   // forward(): P, mixed, normed, sub, the prefetch lookahead's estimate and
   // the sealed AttnRes blocks, [T][H] each.
@@ -63,7 +63,7 @@ uint64_t working_bytes(const ModelConfig& c, int T, bool all_logits) {
                        4ull * uint64_t(std::max(c.moe_intermediate_size, c.shared_intermediate())) + H;
   per_token += std::max({kda, mla, dense, moe});
   uint64_t bytes = t * per_token * sizeof(float);
-  bytes += (all_logits ? t : 1) * V * sizeof(float) * 2;  // logits, and a copy the caller keeps
+  bytes += uint64_t(std::max(logit_rows, 1)) * V * sizeof(float) * 2;  // logits, and a copy the caller keeps
   bytes += V * 160;        // the tokenizer's tables (text/tokenizer.h), about 100 bytes a rank
   bytes += 8ull << 20;     // allocator slack, thread stacks touched, small buffers
   return bytes;
@@ -132,7 +132,7 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
   const uint64_t min_state = kda + mla_per_pos * uint64_t(std::min(std::max(opt.max_context, 1), kMinContext));
   if (opt.whole_process) {
     p.baseline = resident_bytes();
-    p.working = working_bytes(c, opt.chunk_tokens, opt.all_logits) + opt.extra_bytes;
+    p.working = working_bytes(c, opt.chunk_tokens, opt.all_logits ? opt.chunk_tokens : opt.logit_rows) + opt.extra_bytes;
   }
   p.minimum = p.baseline + p.working + p.fixed + min_ring + min_buffers + min_state;
   if (p.budget < p.minimum)

@@ -65,6 +65,10 @@ struct ModelOptions {
   int saved_states = 0;
   int chunk_tokens = 256;
   bool all_logits = false;
+  // Rows whose logits one pass returns when more than one and not all_logits
+  // (a multi-sequence pass: each sequence's rows and drafts; engine/batch.h
+  // plan_batch_passes); 0: one row.
+  int logit_rows = 0;
   uint64_t extra_bytes = 0;
   // Reports while the model opens (either may be empty): the memory plan once
   // it is made, then the resident spine's bytes read so far (done, total).
@@ -149,7 +153,8 @@ int default_queue_depth(const std::string& dir, bool* saved = nullptr);
 uint64_t resident_bytes();
 // Working memory a forward pass of T tokens needs beyond the plan's parts
 // (activations, logits, the tokenizer's tables), generously rounded up.
-uint64_t working_bytes(const ModelConfig& c, int T, bool all_logits);
+// Working buffers for passes of T rows of which `logit_rows` return logits.
+uint64_t working_bytes(const ModelConfig& c, int T, int logit_rows);
 // Plans memory for `ck` (its spine bound as `spine`) under `opt`; throws naming
 // the minimum if the budget is below it.
 MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOptions& opt);

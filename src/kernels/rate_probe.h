@@ -17,13 +17,16 @@ struct KernelRates {
   double mxfp4_gbps = 0;     // MXFP4 codes + scales through fast::matvec_mxfp4
   double decode_gbps = 0;    // lossless blocks decoded: bf16 output bytes (codec::decode, blocks on the pool)
   double int8_gbps = 0;      // int8 rows (codes + group scales) through fast::matvec_int8
+  int rounds = 1;            // each rate is the median of this many interleaved rounds
+  double spread = 1;         // the largest kernel's fastest round / its slowest
 };
 
 // Measures with `threads` kernel threads (<= 0: the pool's current size), for
-// about `seconds` in all; restores the pool's size. With one thread the rates
+// about `seconds` in all, in `rounds` rounds that each time every kernel in
+// turn (each rate: the median round); restores the pool's size. With one thread the rates
 // are per core: bytes per second of the thread's own CPU time, so other
 // processes on a shared machine do not slow them; with more, bytes per second
 // of wall time (what the pool achieves on this machine as it is now).
-KernelRates measure_kernel_rates(int threads, double seconds);
+KernelRates measure_kernel_rates(int threads, double seconds, int rounds = 8);
 
 }  // namespace sluice::kernels

@@ -1,5 +1,5 @@
 // The kernel-rate probe behind `sluice plan`'s compute floor: positive,
-// finite rates, and the pool left as it was found.
+// finite rates, the rounds asked for, and the pool left as it was found.
 #include "kernels/rate_probe.h"
 
 #include <gtest/gtest.h>
@@ -21,7 +21,12 @@ TEST(RateProbe, MeasuresEveryKernelAndRestoresThePool) {
     EXPECT_GT(r, 0.01);   // even a slow core moves tens of MB/s
     EXPECT_LT(r, 1000.0);  // and no core moves a TB/s: the timing is real
   }
-  EXPECT_EQ(measure_kernel_rates(0, 0.04).threads, before);
+  EXPECT_EQ(one.rounds, 8);  // the default
+  EXPECT_GE(one.spread, 1.0);
+  const KernelRates three = measure_kernel_rates(0, 0.04, 3);
+  EXPECT_EQ(three.threads, before);
+  EXPECT_EQ(three.rounds, 3);
+  EXPECT_EQ(measure_kernel_rates(1, 0.04, 0).rounds, 1);  // at least one round
 }
 
 }  // namespace
