@@ -11,7 +11,8 @@
 // every decode tuning, a prefill grouped GEMM, and bf16 GEMV at spine
 // shapes. Weight sets rotate through more memory than L2 holds (60 MB), so
 // every call reads HBM. Then H2D copies of experts overlapped with GEMVs on
-// another stream. Times are CUDA events around whole batches; each figure is
+// another stream. bf16 GEMVs are timed back to back with and without
+// programmatic dependent launch (the default). Times are CUDA events around whole batches; each figure is
 // the median of 7 batches. Random data everywhere (never zeros).
 #include <cuda_runtime.h>
 
@@ -317,7 +318,15 @@ int main(int argc, char** argv) {
     float* x = static_cast<float*>(dev_alloc(sizeof(float) * sh.cols));
     float* y = static_cast<float*>(dev_alloc(sizeof(float) * sh.rows));
     fill_floats<<<64, 256>>>(x, sh.cols, 6);
+    // Consecutive launches on one stream, as a decode step queues them: with
+    // programmatic dependent launch (the default) a launch's first weight
+    // loads overlap the last one's tail; without it each waits for the last.
+    cuda::set_bf16_pdl(false);
+    const double ms_alone =
+        time_ms(20, [&](int i) { cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y); });
+    cuda::set_bf16_pdl(true);
     const double ms = time_ms(20, [&](int i) { cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y); });
+    report(std::string(sh.name) + " GEMV, no PDL", double(bytes), ms_alone, g_ceiling);
     report(std::string(sh.name) + " GEMV", double(bytes), ms, g_ceiling);
     // The read kernel over the same bytes, one launch per matrix as the GEMV:
     // what a launch of this size can reach at all (launch, ramp and tail).

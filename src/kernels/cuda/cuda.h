@@ -33,6 +33,11 @@ void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y
 // Y[t] = W X[t] for t < n; X is [n][cols], Y is [n][rows].
 void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, float* Y,
                  void* stream = nullptr);
+// Programmatic dependent launch for the bf16 kernels (sm_90 and newer; on by
+// default): a launch starts while the kernel before it on the stream drains,
+// loading its first weights, and waits for it before it reads activations.
+// Same bits either way; off only to measure one launch alone. Process-wide.
+void set_bf16_pdl(bool on);
 
 // ---- MXFP4 weights (spec §2.9): packed [rows][cols/2], scale [rows][cols/32]
 // `packed` must be 16-byte aligned; cols % 32 == 0 and cols <= 7168.

@@ -310,6 +310,47 @@ TEST(CudaKernels, Bf16RandomShapesMatchRef) {
   check_bf16(rng, 3584, 7168, 1);  // routed_expert_down_proj
 }
 
+// Programmatic dependent launch: each GEMV of a chain reads the one before's
+// output (the wait must cover it) and the next overwrites a buffer the one
+// before is still reading; the chain queued back to back gives the same bits
+// with PDL and without, and never a value read before it was written (the
+// buffers start as NaN).
+TEST(CudaKernels, Bf16DependentLaunchesKeepTheirOrder) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(17);
+  const int n = 2048, steps = 12;  // square: y_{k+1} = W_k y_k
+  // Weights N(0, 1/n) (truncated to bf16), so the values stay O(1) along the chain.
+  std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(float(n)));
+  std::vector<std::vector<uint16_t>> W(steps, std::vector<uint16_t>(size_t(n) * n));
+  for (auto& w : W)
+    for (uint16_t& v : w) {
+      const float f = normal(rng);
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      v = uint16_t(u >> 16);
+    }
+  std::vector<float> x = random_activations(rng, n);
+  std::vector<Dev<uint16_t>*> dw;
+  for (auto& w : W) dw.push_back(new Dev<uint16_t>(w));
+  std::vector<float> results[2];
+  for (int pdl = 0; pdl < 2; pdl++) {
+    cuda::set_bf16_pdl(pdl == 1);
+    Dev<float> a(x), b(n);
+    for (int k = 0; k < steps; k++) {
+      float* in = k % 2 ? b.p : a.p;
+      float* out = k % 2 ? a.p : b.p;
+      cuda::matvec_bf16(dw[k]->p, n, n, in, out);
+    }
+    results[pdl] = (steps % 2 ? b : a).get();
+  }
+  cuda::set_bf16_pdl(true);
+  for (auto* d : dw) delete d;
+  ASSERT_EQ(0, std::memcmp(results[0].data(), results[1].data(), n * sizeof(float)));
+  bool finite = true;
+  for (float v : results[1]) finite = finite && std::isfinite(v);
+  EXPECT_TRUE(finite) << "the chain overflowed: the comparison would be of infinities";
+}
+
 TEST(CudaKernels, RmsnormRowsMatchRef) {
   SKIP_WITHOUT_GPU();
   Rng rng(9);

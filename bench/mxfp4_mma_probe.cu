@@ -1,0 +1,374 @@
+// bench/mxfp4_mma_probe.cu — an experiment, not an engine kernel: the MXFP4
+// decode GEMV on tensor cores, exact in the sense of the CPU's contract (FP32
+// accumulation of exact products), at K3's expert shapes, against the same
+// run's HBM read ceiling (build/probe_mxfp4_mma; docs/kernels.md, "Tensor
+// cores, exactly").
+//
+// Why it can be exact: every E2M1 value × 2^(s-127) is exact in bf16 (at most
+// two significant bits), and an fp32 x is exactly x_hi + x_mid + x_lo, three
+// bf16 parts (8 significant bits each). So one bf16 mma m16n8k16 with the
+// three parts as B's columns 0-2 forms exact products, summed in FP32 by the
+// tensor core (its own order and alignment: not the FMA chain of the other
+// kernels, so not their bits; within ~1e-6 of Σ|w·x| of an fp64 sum, printed).
+// y = (D[:,0] + D[:,1]) + D[:,2].
+//
+// Per code byte: PRMT (table address), LDS (bf16 pair), HMUL2 (the group's
+// scale) and 1/4 of an mma per thread, against ~4.3 instructions a code in
+// the warp kernel. The probe also checks that an mma's column-0 results do
+// not depend on the other columns (so a prefill kernel could put two tokens'
+// parts in one mma and keep decode's bits).
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cstdio>
+#include <cstdint>
+#include <cstring>
+#include <cmath>
+#include <vector>
+#include <algorithm>
+#include <functional>
+#include <random>
+
+#include "kernels/cuda/cuda.h"
+
+namespace cuda = sluice::cuda;
+
+#define OK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1);} } while (0)
+
+struct Task { const uint8_t* packed; const uint8_t* scale; const float* X; float* Y; };
+struct Params { Task task[64]; int ntasks, rows, cols; };
+
+__device__ __forceinline__ float e2m1(uint32_t code) {
+  const float mag[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+  float v = mag[code & 7];
+  return (code & 8) ? -v : v;
+}
+__device__ __forceinline__ uint32_t bf16_bits(float f) { return __float_as_uint(f) >> 16; }  // exact values only
+__device__ __forceinline__ uint4 ld_stream16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_stream8(const void* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u8 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t bmul2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));  // a·b + (-0): exact
+  return d;
+}
+__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t phys(uint32_t o) { return ((o >> 7) << 8) + 128 + (o & 127); }
+
+
+
+// A block of kWarps warps takes kWarps·16·kRB rows of one task (no
+// persistence: the table and the x parts are filled per block). Thread
+// (gq = lane/4, c = lane%4) holds rows gq and gq+8 of each m16 block, group
+// 4·step + c (16 code bytes: LDG.128); its k-slots in the 8 mmas of a step
+// are that group's codes, and B's (column gq < 3: part gq of x) the same
+// columns, read from shared memory.
+template <int kWarps, int kRB>
+__global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant__ Params P) {
+  extern __shared__ uint4 smem4[];
+  char* smem = reinterpret_cast<char*>(smem4);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int rows = P.rows, cols = P.cols, G = cols / 32;
+  const int tile_rows = kWarps * 16 * kRB;
+  const int tiles_per_task = (rows + tile_rows - 1) / tile_rows;
+  const int ti = blockIdx.x / tiles_per_task;
+  const int row_base = (blockIdx.x % tiles_per_task) * tile_rows + warp * 16 * kRB;
+  const Task T = P.task[ti];
+  for (int i = tid; i < 256 * 32; i += blockDim.x) {  // bf16 pairs of a code byte, a copy per lane
+    const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
+    reinterpret_cast<uint32_t*>(smem + 256u * b)[l] = bf16_bits(e2m1(b & 15u)) | (bf16_bits(e2m1(b >> 4)) << 16);
+  }
+  const uint32_t S = (uint32_t(2 * cols) + 127u) & ~127u;  // bytes per part, in the rows' upper halves
+  for (int k2 = tid; k2 < cols / 2; k2 += blockDim.x) {
+    const float2 v = reinterpret_cast<const float2*>(T.X)[k2];
+    uint32_t h[2], m[2], l[2];
+    const float xv[2] = {v.x, v.y};
+#pragma unroll
+    for (int j = 0; j < 2; j++) {  // x = hi + mid + lo exactly (truncations; the rests are exact)
+      const uint32_t hb = __float_as_uint(xv[j]) & 0xffff0000u;
+      const float r1 = __fsub_rn(xv[j], __uint_as_float(hb));
+      const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
+      const float r2 = __fsub_rn(r1, __uint_as_float(mb));
+      h[j] = hb >> 16, m[j] = mb >> 16, l[j] = __float_as_uint(r2) >> 16;
+    }
+    *reinterpret_cast<uint32_t*>(smem + phys(0 * S + 4u * k2)) = h[0] | (h[1] << 16);
+    *reinterpret_cast<uint32_t*>(smem + phys(1 * S + 4u * k2)) = m[0] | (m[1] << 16);
+    *reinterpret_cast<uint32_t*>(smem + phys(2 * S + 4u * k2)) = l[0] | (l[1] << 16);
+  }
+  __syncthreads();
+
+  const int gq = lane >> 2, c = lane & 3;
+  const uint32_t lane_off = 4u * lane;
+  const int half = cols / 2;
+  const uint8_t* pk[kRB][2];
+  const uint8_t* sc[kRB][2];
+#pragma unroll
+  for (int b = 0; b < kRB; b++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = min(row_base + 16 * b + gq + 8 * h, rows - 1);
+      pk[b][h] = T.packed + size_t(r) * half + 16 * c;
+      sc[b][h] = T.scale + size_t(r) * G + c;
+    }
+  float d[kRB][4];
+#pragma unroll
+  for (int b = 0; b < kRB; b++) d[b][0] = d[b][1] = d[b][2] = d[b][3] = 0.f;
+  const int steps = G / 4;  // the probe's shapes: G % 4 == 0
+  const bool bact = gq < 3;
+  const uint32_t xbase = uint32_t(gq) * S + 64u * c;
+  uint4 w[kRB][2];
+  uint32_t s[kRB][2];
+#pragma unroll
+  for (int b = 0; b < kRB; b++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) w[b][h] = ld_stream16(pk[b][h]), s[b][h] = ld_stream8(sc[b][h]);
+  for (int st = 0; st < steps; st++) {
+    uint4 wn[kRB][2];
+    uint32_t sn[kRB][2];
+    const int nx = min(st + 1, steps - 1);
+#pragma unroll
+    for (int b = 0; b < kRB; b++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) wn[b][h] = ld_stream16(pk[b][h] + 64 * nx), sn[b][h] = ld_stream8(sc[b][h] + 4 * nx);
+    uint32_t xb[16];
+    if (bact) {
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const uint4 v = *reinterpret_cast<const uint4*>(smem + phys(xbase + 256u * st + 16u * q));
+        xb[4 * q] = v.x, xb[4 * q + 1] = v.y, xb[4 * q + 2] = v.z, xb[4 * q + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < 16; q++) xb[q] = 0;
+    }
+#pragma unroll
+    for (int b = 0; b < kRB; b++) {
+      uint32_t sp[2];
+#pragma unroll
+      for (int h = 0; h < 2; h++) {  // 2^(s-127) as a bf16 pair (s = 0: the subnormal 2^-127)
+        const uint32_t s7 = max(s[b][h] << 7, 0x40u);
+        sp[h] = s7 | (s7 << 16);
+      }
+      const uint32_t wa[4] = {w[b][0].x, w[b][0].y, w[b][0].z, w[b][0].w};
+      const uint32_t wb[4] = {w[b][1].x, w[b][1].y, w[b][1].z, w[b][1].w};
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        const uint32_t word_a = wa[i / 2], word_b = wb[i / 2];
+        const uint32_t sel0 = 0x5504u | (uint32_t((2 * i) & 3) << 4), sel1 = 0x5504u | (uint32_t((2 * i + 1) & 3) << 4);
+        const uint32_t a0 = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_a, lane_off, sel0)), sp[0]);
+        const uint32_t a1 = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_b, lane_off, sel0)), sp[1]);
+        const uint32_t a2 = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_a, lane_off, sel1)), sp[0]);
+        const uint32_t a3 = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_b, lane_off, sel1)), sp[1]);
+        mma(d[b], a0, a1, a2, a3, xb[2 * i], xb[2 * i + 1]);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kRB; b++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) w[b][h] = wn[b][h], s[b][h] = sn[b][h];
+  }
+#pragma unroll
+  for (int b = 0; b < kRB; b++) {
+    const float lo0 = __shfl_down_sync(0xffffffffu, d[b][0], 1), lo2 = __shfl_down_sync(0xffffffffu, d[b][2], 1);
+    if (c == 0) {
+      const int r = row_base + 16 * b + gq;
+      if (r < rows) T.Y[r] = __fadd_rn(__fadd_rn(d[b][0], d[b][1]), lo0);
+      if (r + 8 < rows) T.Y[r + 8] = __fadd_rn(__fadd_rn(d[b][2], d[b][3]), lo2);
+    }
+  }
+}
+
+template <int kWarps, int kRB>
+void launch(const Params& P) {
+  const int tile_rows = kWarps * 16 * kRB;
+  static bool init = false;
+  if (!init) {
+    OK(cudaFuncSetAttribute(mma_kernel<kWarps, kRB>, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+    init = true;
+  }
+  mma_kernel<kWarps, kRB><<<P.ntasks * ((P.rows + tile_rows - 1) / tile_rows), 32 * kWarps, 65536>>>(P);
+}
+
+double time_ms(int iters, const std::function<void(int)>& f) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a); cudaEventCreate(&b);
+  std::vector<double> ms;
+  for (int rep = 0; rep < 8; rep++) {
+    cudaEventRecord(a);
+    for (int i = 0; i < iters; i++) f(rep * iters + i);
+    cudaEventRecord(b);
+    OK(cudaEventSynchronize(b));
+    float t; cudaEventElapsedTime(&t, a, b);
+    if (rep) ms.push_back(t / iters);
+  }
+  OK(cudaGetLastError());
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// --- column independence of mma: D[:,0] with other columns zero vs random
+__global__ void colind_kernel(const uint32_t* A, const uint32_t* B, float* D, int ntrial) {
+  const int lane = threadIdx.x;
+  for (int t = 0; t < ntrial; t++) {
+    const uint32_t* a = A + t * 128;  // 4 regs × 32 lanes
+    const uint32_t* b = B + t * 64;
+    float d[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; k++) mma(d, a[lane * 4], a[lane * 4 + 1], a[lane * 4 + 2], a[lane * 4 + 3], b[lane * 2], b[lane * 2 + 1]);
+    for (int i = 0; i < 4; i++) D[t * 128 + lane * 4 + i] = d[i];
+  }
+}
+
+float h_e2m1(int code) { const float m[8] = {0, .5f, 1, 1.5f, 2, 3, 4, 6}; return (code & 8) ? -m[code & 7] : m[code & 7]; }
+
+int main() {
+  cudaDeviceProp prop; OK(cudaGetDeviceProperties(&prop, 0));
+  printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  // ---- column independence
+  {
+    const int N = 2000;
+    std::vector<uint32_t> A(N * 128), B0(N * 64), B1(N * 64);
+    uint64_t z = 42;
+    auto rnd = [&]() { z = z * 6364136223846793005ull + 1442695040888963407ull; return uint32_t(z >> 32); };
+    auto rbf = [&](int emin, int espan) { uint32_t r = rnd(); return ((r & 0x8000u) | ((uint32_t(emin + (r >> 16) % espan)) << 7) | (r & 0x7f)) & 0xffff; };
+    for (auto& x : A) x = rbf(100, 40) | (rbf(100, 40) << 16);
+    // B fragment: lane = 4*n + c holds column n. B0: columns 1..7 zero; B1: random huge/small.
+    for (int t = 0; t < N; t++)
+      for (int lane = 0; lane < 32; lane++)
+        for (int r = 0; r < 2; r++) {
+          const int n = lane >> 2;
+          uint32_t v = rbf(110, 30) | (rbf(110, 30) << 16);
+          B0[t * 64 + lane * 2 + r] = n == 0 ? v : 0;
+          B1[t * 64 + lane * 2 + r] = n == 0 ? v : (rbf(60, 130) | (rbf(60, 130) << 16));
+        }
+    uint32_t *dA, *dB; float* dD;
+    OK(cudaMalloc(&dA, A.size() * 4)); OK(cudaMalloc(&dB, B0.size() * 4)); OK(cudaMalloc(&dD, N * 128 * 4));
+    cudaMemcpy(dA, A.data(), A.size() * 4, cudaMemcpyHostToDevice);
+    std::vector<float> D0(N * 128), D1(N * 128);
+    cudaMemcpy(dB, B0.data(), B0.size() * 4, cudaMemcpyHostToDevice);
+    colind_kernel<<<1, 32>>>(dA, dB, dD, N); OK(cudaDeviceSynchronize());
+    cudaMemcpy(D0.data(), dD, D0.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(dB, B1.data(), B1.size() * 4, cudaMemcpyHostToDevice);
+    colind_kernel<<<1, 32>>>(dA, dB, dD, N); OK(cudaDeviceSynchronize());
+    cudaMemcpy(D1.data(), dD, D1.size() * 4, cudaMemcpyDeviceToHost);
+    long diff = 0, tot = 0;
+    for (int t = 0; t < N; t++)
+      for (int lane = 0; lane < 32; lane++)
+        if ((lane & 3) == 0)  // d0, d2 are column 0
+          for (int i : {0, 2}) { tot++; if (std::memcmp(&D0[t * 128 + lane * 4 + i], &D1[t * 128 + lane * 4 + i], 4)) diff++; }
+    printf("column independence: %ld of %ld column-0 results differ when other columns change\n", diff, tot);
+  }
+
+  // ---- ceiling
+  const size_t RB = size_t(4) << 30;
+  uint8_t* big; OK(cudaMalloc(&big, RB)); OK(cudaMemset(big, 0x5a, RB));
+  uint32_t* sink; OK(cudaMalloc(&sink, 4));
+  double ceil_gbs = 0;
+  for (int per : {4, 8, 16}) {
+    double ms = time_ms(5, [&](int) { cuda::read_all(big, RB, sink, prop.multiProcessorCount * per); });
+    ceil_gbs = std::max(ceil_gbs, RB / (ms * 1e-3) / 1e9);
+  }
+  printf("read ceiling %.1f GB/s\n", ceil_gbs);
+  cudaFree(big);
+
+  // ---- experts
+  const int L = 3584, I = 3072, K = 16, sets = 4;  // 1.1 GB of experts, far over L2
+  const size_t w13p = size_t(I) * L / 2, w13s = size_t(I) * L / 32, w2p = size_t(L) * I / 2, w2s = size_t(L) * I / 32;
+  const size_t EB = 2 * (w13p + w13s) + w2p + w2s;
+  uint8_t* ex; OK(cudaMalloc(&ex, EB * K * sets));
+  std::mt19937_64 rng(2);
+  {  // random codes; scales in 118..133 (weights ~2^-9..2^6, as a real checkpoint's)
+    std::vector<uint64_t> buf(EB * K * sets / 8 + 1);
+    for (auto& v : buf) v = rng();
+    OK(cudaMemcpy(ex, buf.data(), EB * K * sets, cudaMemcpyHostToDevice));
+  }
+  struct E { uint8_t *w1p, *w1s, *w2p, *w2s, *w3p, *w3s; };
+  auto at = [&](int e) { E x; x.w1p = ex + e * EB; x.w1s = x.w1p + w13p; x.w2p = x.w1s + w13s; x.w2s = x.w2p + w2p; x.w3p = x.w2s + w2s; x.w3s = x.w3p + w13p; return x; };
+  for (int e = 0; e < K * sets; e++) {
+    E x = at(e);
+    std::vector<uint8_t> s(std::max(w13s, w2s));
+    for (uint8_t* dst : {x.w1s, x.w2s, x.w3s}) {
+      const size_t n = dst == x.w2s ? w2s : w13s;
+      for (size_t i = 0; i < n; i++) s[i] = uint8_t(118 + rng() % 16);
+      OK(cudaMemcpy(dst, s.data(), n, cudaMemcpyHostToDevice));
+    }
+  }
+  float* act; OK(cudaMalloc(&act, 4 * (L + 3 * K * I + K * L)));
+  {
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<float> a(L + 3 * K * I);
+    for (float& v : a) v = normal(rng);
+    OK(cudaMemcpy(act, a.data(), a.size() * 4, cudaMemcpyHostToDevice));
+  }
+  float *lat = act, *g = lat + L, *u = g + K * I, *h = u + K * I, *o = h + K * I;
+  std::vector<Params> up(sets), down(sets);
+  for (int s = 0; s < sets; s++) {
+    up[s].ntasks = 2 * K, up[s].rows = I, up[s].cols = L;
+    down[s].ntasks = K, down[s].rows = L, down[s].cols = I;
+    for (int k = 0; k < K; k++) {
+      E e = at(s * K + k);
+      up[s].task[2 * k] = {e.w1p, e.w1s, lat, g + k * I};
+      up[s].task[2 * k + 1] = {e.w3p, e.w3s, lat, u + k * I};
+      down[s].task[k] = {e.w2p, e.w2s, h + k * I, o + k * L};
+    }
+  }
+  const double upb = 2.0 * K * (w13p + w13s), dnb = double(K) * (w2p + w2s);
+  auto check = [&](const char* name) {
+    // w1 of expert 0 and w2 of expert 0 vs fp64 host
+    for (int which = 0; which < 2; which++) {
+      E e = at(0);
+      const int R = which ? L : I, C = which ? I : L;
+      std::vector<uint8_t> p(size_t(R) * C / 2), s(size_t(R) * C / 32);
+      std::vector<float> x(C), y(R);
+      cudaMemcpy(p.data(), which ? e.w2p : e.w1p, p.size(), cudaMemcpyDeviceToHost);
+      cudaMemcpy(s.data(), which ? e.w2s : e.w1s, s.size(), cudaMemcpyDeviceToHost);
+      cudaMemcpy(x.data(), which ? h : lat, 4 * C, cudaMemcpyDeviceToHost);
+      cudaMemcpy(y.data(), which ? o : g, 4 * R, cudaMemcpyDeviceToHost);
+      double worst = 0;
+      for (int r = 0; r < R; r++) {
+        double acc = 0, aabs = 0;
+        for (int cc = 0; cc < C; cc++) {
+          const int code = (p[size_t(r) * C / 2 + cc / 2] >> (4 * (cc & 1))) & 15;
+          const double w = h_e2m1(code) * std::ldexp(1.0, int(s[size_t(r) * C / 32 + cc / 32]) - 127);
+          acc += w * x[cc], aabs += std::fabs(w * x[cc]);
+        }
+        worst = std::max(worst, std::fabs(acc - y[r]) / aabs);
+      }
+      printf("  %s %s: max |y - fp64| / sum|w x| = %.3e\n", name, which ? "down" : "gate", worst);
+    }
+  };
+  auto run_cfg = [&](const char* name, void (*lu)(const Params&), void (*ld)(const Params&)) {
+    lu(up[0]); ld(down[0]); OK(cudaDeviceSynchronize());
+    check(name);
+    double mu = time_ms(20, [&](int i) { lu(up[i % sets]); });
+    double md = time_ms(20, [&](int i) { ld(down[i % sets]); });
+    double mb = time_ms(20, [&](int i) { lu(up[i % sets]); ld(down[i % sets]); });
+    printf("%-14s gate+up %.1f GB/s (%.3f)  down %.1f GB/s (%.3f)  both %.1f GB/s (%.3f)\n", name, upb / mu / 1e6,
+           upb / mu / 1e6 / ceil_gbs, dnb / md / 1e6, dnb / md / 1e6 / ceil_gbs, (upb + dnb) / mb / 1e6,
+           (upb + dnb) / mb / 1e6 / ceil_gbs);
+  };
+  run_cfg("8 warps, 16 rows", launch<8, 1>, launch<8, 1>);
+  run_cfg("8 warps, 32 rows", launch<8, 2>, launch<8, 2>);
+  run_cfg("4 warps, 64 rows", launch<4, 4>, launch<4, 4>);
+  // same bytes read in the same two launches
+  {
+    double m = 1e30;
+    for (int per : {2, 4, 8})
+      m = std::min(m, time_ms(20, [&](int i) {
+        const uint8_t* base = ex + size_t(i % sets) * K * EB;
+        cuda::read_all(base, size_t(upb) / 16 * 16, sink, prop.multiProcessorCount * per);
+        cuda::read_all(base + size_t(upb), size_t(dnb) / 16 * 16, sink, prop.multiProcessorCount * per);
+      }));
+    printf("same-bytes read, two launches: %.1f GB/s (%.3f)\n", (upb + dnb) / m / 1e6, (upb + dnb) / m / 1e6 / ceil_gbs);
+  }
+  return 0;
+}
