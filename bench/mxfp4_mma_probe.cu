@@ -73,7 +73,7 @@ __device__ __forceinline__ uint32_t phys(uint32_t o) { return ((o >> 7) << 8) + 
 // 4·step + c (16 code bytes: LDG.128); its k-slots in the 8 mmas of a step
 // are that group's codes, and B's (column gq < 3: part gq of x) the same
 // columns, read from shared memory.
-template <int kWarps, int kRB>
+template <int kWarps, int kRB, bool kTwoChains>
 __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant__ Params P) {
   extern __shared__ uint4 smem4[];
   char* smem = reinterpret_cast<char*>(smem4);
@@ -120,18 +120,24 @@ __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant_
       pk[b][h] = T.packed + size_t(r) * half + 16 * c;
       sc[b][h] = T.scale + size_t(r) * G + c;
     }
-  float d[kRB][4];
+  float d[kRB][4], d2[kRB][4];  // kTwoChains: odd mmas into d2 (half the dependent chain)
 #pragma unroll
-  for (int b = 0; b < kRB; b++) d[b][0] = d[b][1] = d[b][2] = d[b][3] = 0.f;
+  for (int b = 0; b < kRB; b++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) d[b][i] = d2[b][i] = 0.f;
   const int steps = G / 4;  // the probe's shapes: G % 4 == 0
   const bool bact = gq < 3;
   const uint32_t xbase = uint32_t(gq) * S + 64u * c;
+  // A part's 64 bytes of a group stay in one upper half-row, and a step (256
+  // logical bytes) is 512 physical ones: one base, constant offsets.
+  const char* const xp = smem + phys(xbase);
   uint4 w[kRB][2];
   uint32_t s[kRB][2];
 #pragma unroll
   for (int b = 0; b < kRB; b++)
 #pragma unroll
     for (int h = 0; h < 2; h++) w[b][h] = ld_stream16(pk[b][h]), s[b][h] = ld_stream8(sc[b][h]);
+#pragma unroll 2
   for (int st = 0; st < steps; st++) {
     uint4 wn[kRB][2];
     uint32_t sn[kRB][2];
@@ -144,7 +150,7 @@ __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant_
     if (bact) {
 #pragma unroll
       for (int q = 0; q < 4; q++) {
-        const uint4 v = *reinterpret_cast<const uint4*>(smem + phys(xbase + 256u * st + 16u * q));
+        const uint4 v = *reinterpret_cast<const uint4*>(xp + 512 * st + 16 * q);
         xb[4 * q] = v.x, xb[4 * q + 1] = v.y, xb[4 * q + 2] = v.z, xb[4 * q + 3] = v.w;
       }
     } else {
@@ -169,7 +175,8 @@ __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant_
         const uint32_t a1 = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_b, lane_off, sel0)), sp[1]);
         const uint32_t a2 = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_a, lane_off, sel1)), sp[0]);
         const uint32_t a3 = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_b, lane_off, sel1)), sp[1]);
-        mma(d[b], a0, a1, a2, a3, xb[2 * i], xb[2 * i + 1]);
+        if (kTwoChains && (i & 1)) mma(d2[b], a0, a1, a2, a3, xb[2 * i], xb[2 * i + 1]);
+        else mma(d[b], a0, a1, a2, a3, xb[2 * i], xb[2 * i + 1]);
       }
     }
 #pragma unroll
@@ -179,6 +186,9 @@ __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant_
   }
 #pragma unroll
   for (int b = 0; b < kRB; b++) {
+    if (kTwoChains)
+#pragma unroll
+      for (int i = 0; i < 4; i++) d[b][i] = __fadd_rn(d[b][i], d2[b][i]);
     const float lo0 = __shfl_down_sync(0xffffffffu, d[b][0], 1), lo2 = __shfl_down_sync(0xffffffffu, d[b][2], 1);
     if (c == 0) {
       const int r = row_base + 16 * b + gq;
@@ -188,15 +198,15 @@ __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant_
   }
 }
 
-template <int kWarps, int kRB>
+template <int kWarps, int kRB, bool kTwoChains = false>
 void launch(const Params& P) {
   const int tile_rows = kWarps * 16 * kRB;
   static bool init = false;
   if (!init) {
-    OK(cudaFuncSetAttribute(mma_kernel<kWarps, kRB>, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+    OK(cudaFuncSetAttribute(mma_kernel<kWarps, kRB, kTwoChains>, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
     init = true;
   }
-  mma_kernel<kWarps, kRB><<<P.ntasks * ((P.rows + tile_rows - 1) / tile_rows), 32 * kWarps, 65536>>>(P);
+  mma_kernel<kWarps, kRB, kTwoChains><<<P.ntasks * ((P.rows + tile_rows - 1) / tile_rows), 32 * kWarps, 65536>>>(P);
 }
 
 double time_ms(int iters, const std::function<void(int)>& f) {
@@ -359,6 +369,8 @@ int main() {
   run_cfg("8 warps, 16 rows", launch<8, 1>, launch<8, 1>);
   run_cfg("8 warps, 32 rows", launch<8, 2>, launch<8, 2>);
   run_cfg("4 warps, 64 rows", launch<4, 4>, launch<4, 4>);
+  run_cfg("8 warps, 16 rows, 2 chains", launch<8, 1, true>, launch<8, 1, true>);
+  run_cfg("8 warps, 32 rows, 2 chains", launch<8, 2, true>, launch<8, 2, true>);
   // same bytes read in the same two launches
   {
     double m = 1e30;
