@@ -59,7 +59,7 @@ __device__ __forceinline__ uint32_t bmul2(uint32_t a, uint32_t b) {
   return d;
 }
 __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
@@ -68,12 +68,15 @@ __device__ __forceinline__ uint32_t phys(uint32_t o) { return ((o >> 7) << 8) + 
 
 
 // A block of kWarps warps takes kWarps·16·kRB rows of one task (no
-// persistence: the table and the x parts are filled per block). Thread
+// persistence: the table and the x parts are filled per block). Code words
+// are loaded kAhead steps ahead (a ring of kAhead + 1 register sets); a step
+// decodes all its A registers, then issues its 8 mmas (kTwoChains: the odd
+// ones into a second accumulator, added at the end). Thread
 // (gq = lane/4, c = lane%4) holds rows gq and gq+8 of each m16 block, group
 // 4·step + c (16 code bytes: LDG.128); its k-slots in the 8 mmas of a step
 // are that group's codes, and B's (column gq < 3: part gq of x) the same
 // columns, read from shared memory.
-template <int kWarps, int kRB, bool kTwoChains>
+template <int kWarps, int kRB, bool kTwoChains, int kAhead = 1>
 __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant__ Params P) {
   extern __shared__ uint4 smem4[];
   char* smem = reinterpret_cast<char*>(smem4);
@@ -131,58 +134,69 @@ __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant_
   // A part's 64 bytes of a group stay in one upper half-row, and a step (256
   // logical bytes) is 512 physical ones: one base, constant offsets.
   const char* const xp = smem + phys(xbase);
-  uint4 w[kRB][2];
-  uint32_t s[kRB][2];
+  constexpr int K1 = kAhead + 1;
+  uint4 w[K1][kRB][2];
+  uint32_t s[K1][kRB][2];
 #pragma unroll
-  for (int b = 0; b < kRB; b++)
-#pragma unroll
-    for (int h = 0; h < 2; h++) w[b][h] = ld_stream16(pk[b][h]), s[b][h] = ld_stream8(sc[b][h]);
-#pragma unroll 2
-  for (int st = 0; st < steps; st++) {
-    uint4 wn[kRB][2];
-    uint32_t sn[kRB][2];
-    const int nx = min(st + 1, steps - 1);
+  for (int j = 0; j < kAhead; j++)
 #pragma unroll
     for (int b = 0; b < kRB; b++)
 #pragma unroll
-      for (int h = 0; h < 2; h++) wn[b][h] = ld_stream16(pk[b][h] + 64 * nx), sn[b][h] = ld_stream8(sc[b][h] + 4 * nx);
-    uint32_t xb[16];
-    if (bact) {
-#pragma unroll
-      for (int q = 0; q < 4; q++) {
-        const uint4 v = *reinterpret_cast<const uint4*>(xp + 512 * st + 16 * q);
-        xb[4 * q] = v.x, xb[4 * q + 1] = v.y, xb[4 * q + 2] = v.z, xb[4 * q + 3] = v.w;
+      for (int h = 0; h < 2; h++) {
+        const int nx = min(j, steps - 1);
+        w[j][b][h] = ld_stream16(pk[b][h] + 64 * nx), s[j][b][h] = ld_stream8(sc[b][h] + 4 * nx);
       }
-    } else {
+  for (int st0 = 0; st0 < steps; st0 += K1) {
 #pragma unroll
-      for (int q = 0; q < 16; q++) xb[q] = 0;
+    for (int j = 0; j < K1; j++) {
+      const int st = st0 + j;
+      {
+        const int nx = min(st + kAhead, steps - 1);
+#pragma unroll
+        for (int b = 0; b < kRB; b++)
+#pragma unroll
+          for (int h = 0; h < 2; h++)
+            w[(j + kAhead) % K1][b][h] = ld_stream16(pk[b][h] + 64 * nx), s[(j + kAhead) % K1][b][h] = ld_stream8(sc[b][h] + 4 * nx);
+      }
+      if (st >= steps) break;
+      uint32_t xb[16];
+      if (bact) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+          const uint4 v = *reinterpret_cast<const uint4*>(xp + 512 * st + 16 * q);
+          xb[4 * q] = v.x, xb[4 * q + 1] = v.y, xb[4 * q + 2] = v.z, xb[4 * q + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int q = 0; q < 16; q++) xb[q] = 0;
+      }
+#pragma unroll
+      for (int b = 0; b < kRB; b++) {
+        uint32_t sp[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const uint32_t s7 = max(s[j][b][h] << 7, 0x40u);
+          sp[h] = s7 | (s7 << 16);
+        }
+        const uint32_t wa[4] = {w[j][b][0].x, w[j][b][0].y, w[j][b][0].z, w[j][b][0].w};
+        const uint32_t wb[4] = {w[j][b][1].x, w[j][b][1].y, w[j][b][1].z, w[j][b][1].w};
+        uint32_t A[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          const uint32_t word_a = wa[i / 2], word_b = wb[i / 2];
+          const uint32_t sel0 = 0x5504u | (uint32_t((2 * i) & 3) << 4), sel1 = 0x5504u | (uint32_t((2 * i + 1) & 3) << 4);
+          A[i][0] = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_a, lane_off, sel0)), sp[0]);
+          A[i][1] = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_b, lane_off, sel0)), sp[1]);
+          A[i][2] = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_a, lane_off, sel1)), sp[0]);
+          A[i][3] = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_b, lane_off, sel1)), sp[1]);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          if (kTwoChains && (i & 1)) mma(d2[b], A[i][0], A[i][1], A[i][2], A[i][3], xb[2 * i], xb[2 * i + 1]);
+          else mma(d[b], A[i][0], A[i][1], A[i][2], A[i][3], xb[2 * i], xb[2 * i + 1]);
+        }
+      }
     }
-#pragma unroll
-    for (int b = 0; b < kRB; b++) {
-      uint32_t sp[2];
-#pragma unroll
-      for (int h = 0; h < 2; h++) {  // 2^(s-127) as a bf16 pair (s = 0: the subnormal 2^-127)
-        const uint32_t s7 = max(s[b][h] << 7, 0x40u);
-        sp[h] = s7 | (s7 << 16);
-      }
-      const uint32_t wa[4] = {w[b][0].x, w[b][0].y, w[b][0].z, w[b][0].w};
-      const uint32_t wb[4] = {w[b][1].x, w[b][1].y, w[b][1].z, w[b][1].w};
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        const uint32_t word_a = wa[i / 2], word_b = wb[i / 2];
-        const uint32_t sel0 = 0x5504u | (uint32_t((2 * i) & 3) << 4), sel1 = 0x5504u | (uint32_t((2 * i + 1) & 3) << 4);
-        const uint32_t a0 = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_a, lane_off, sel0)), sp[0]);
-        const uint32_t a1 = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_b, lane_off, sel0)), sp[1]);
-        const uint32_t a2 = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_a, lane_off, sel1)), sp[0]);
-        const uint32_t a3 = bmul2(*reinterpret_cast<const uint32_t*>(smem + __byte_perm(word_b, lane_off, sel1)), sp[1]);
-        if (kTwoChains && (i & 1)) mma(d2[b], a0, a1, a2, a3, xb[2 * i], xb[2 * i + 1]);
-        else mma(d[b], a0, a1, a2, a3, xb[2 * i], xb[2 * i + 1]);
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < kRB; b++)
-#pragma unroll
-      for (int h = 0; h < 2; h++) w[b][h] = wn[b][h], s[b][h] = sn[b][h];
   }
 #pragma unroll
   for (int b = 0; b < kRB; b++) {
@@ -198,15 +212,15 @@ __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant_
   }
 }
 
-template <int kWarps, int kRB, bool kTwoChains = false>
+template <int kWarps, int kRB, bool kTwoChains = false, int kAhead = 1>
 void launch(const Params& P) {
   const int tile_rows = kWarps * 16 * kRB;
   static bool init = false;
   if (!init) {
-    OK(cudaFuncSetAttribute(mma_kernel<kWarps, kRB, kTwoChains>, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+    OK(cudaFuncSetAttribute(mma_kernel<kWarps, kRB, kTwoChains, kAhead>, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
     init = true;
   }
-  mma_kernel<kWarps, kRB, kTwoChains><<<P.ntasks * ((P.rows + tile_rows - 1) / tile_rows), 32 * kWarps, 65536>>>(P);
+  mma_kernel<kWarps, kRB, kTwoChains, kAhead><<<P.ntasks * ((P.rows + tile_rows - 1) / tile_rows), 32 * kWarps, 65536>>>(P);
 }
 
 double time_ms(int iters, const std::function<void(int)>& f) {
@@ -366,11 +380,13 @@ int main() {
            upb / mu / 1e6 / ceil_gbs, dnb / md / 1e6, dnb / md / 1e6 / ceil_gbs, (upb + dnb) / mb / 1e6,
            (upb + dnb) / mb / 1e6 / ceil_gbs);
   };
-  run_cfg("8 warps, 16 rows", launch<8, 1>, launch<8, 1>);
-  run_cfg("8 warps, 32 rows", launch<8, 2>, launch<8, 2>);
-  run_cfg("4 warps, 64 rows", launch<4, 4>, launch<4, 4>);
-  run_cfg("8 warps, 16 rows, 2 chains", launch<8, 1, true>, launch<8, 1, true>);
-  run_cfg("8 warps, 32 rows, 2 chains", launch<8, 2, true>, launch<8, 2, true>);
+  run_cfg("8w 16r ahead1", launch<8, 1, false, 1>, launch<8, 1, false, 1>);
+  run_cfg("8w 16r ahead2", launch<8, 1, false, 2>, launch<8, 1, false, 2>);
+  run_cfg("8w 16r ahead3", launch<8, 1, false, 3>, launch<8, 1, false, 3>);
+  run_cfg("8w 16r ahead2 2ch", launch<8, 1, true, 2>, launch<8, 1, true, 2>);
+  run_cfg("8w 32r ahead2", launch<8, 2, false, 2>, launch<8, 2, false, 2>);
+  run_cfg("4w 64r ahead1", launch<4, 4, false, 1>, launch<4, 4, false, 1>);
+  run_cfg("4w 16r ahead2", launch<4, 1, false, 2>, launch<4, 1, false, 2>);
   // same bytes read in the same two launches
   {
     double m = 1e30;
