@@ -87,29 +87,8 @@ __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant_
   const int ti = blockIdx.x / tiles_per_task;
   const int row_base = (blockIdx.x % tiles_per_task) * tile_rows + warp * 16 * kRB;
   const Task T = P.task[ti];
-  for (int i = tid; i < 256 * 32; i += blockDim.x) {  // bf16 pairs of a code byte, a copy per lane
-    const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
-    reinterpret_cast<uint32_t*>(smem + 256u * b)[l] = bf16_bits(e2m1(b & 15u)) | (bf16_bits(e2m1(b >> 4)) << 16);
-  }
-  const uint32_t S = (uint32_t(2 * cols) + 127u) & ~127u;  // bytes per part, in the rows' upper halves
-  for (int k2 = tid; k2 < cols / 2; k2 += blockDim.x) {
-    const float2 v = reinterpret_cast<const float2*>(T.X)[k2];
-    uint32_t h[2], m[2], l[2];
-    const float xv[2] = {v.x, v.y};
-#pragma unroll
-    for (int j = 0; j < 2; j++) {  // x = hi + mid + lo exactly (truncations; the rests are exact)
-      const uint32_t hb = __float_as_uint(xv[j]) & 0xffff0000u;
-      const float r1 = __fsub_rn(xv[j], __uint_as_float(hb));
-      const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
-      const float r2 = __fsub_rn(r1, __uint_as_float(mb));
-      h[j] = hb >> 16, m[j] = mb >> 16, l[j] = __float_as_uint(r2) >> 16;
-    }
-    *reinterpret_cast<uint32_t*>(smem + phys(0 * S + 4u * k2)) = h[0] | (h[1] << 16);
-    *reinterpret_cast<uint32_t*>(smem + phys(1 * S + 4u * k2)) = m[0] | (m[1] << 16);
-    *reinterpret_cast<uint32_t*>(smem + phys(2 * S + 4u * k2)) = l[0] | (l[1] << 16);
-  }
-  __syncthreads();
 
+  const uint32_t S = (uint32_t(2 * cols) + 127u) & ~127u;  // bytes per part, in the rows' upper halves
   const int gq = lane >> 2, c = lane & 3;
   const uint32_t lane_off = 4u * lane;
   const int half = cols / 2;
@@ -146,6 +125,28 @@ __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant_
         const int nx = min(j, steps - 1);
         w[j][b][h] = ld_stream16(pk[b][h] + 64 * nx), s[j][b][h] = ld_stream8(sc[b][h] + 4 * nx);
       }
+  // The table and x's parts while the first code words are on their way.
+  for (int i = tid; i < 256 * 32; i += blockDim.x) {  // bf16 pairs of a code byte, a copy per lane
+    const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
+    reinterpret_cast<uint32_t*>(smem + 256u * b)[l] = bf16_bits(e2m1(b & 15u)) | (bf16_bits(e2m1(b >> 4)) << 16);
+  }
+  for (int k2 = tid; k2 < cols / 2; k2 += blockDim.x) {
+    const float2 v = reinterpret_cast<const float2*>(T.X)[k2];
+    uint32_t h[2], m[2], l[2];
+    const float xv[2] = {v.x, v.y};
+#pragma unroll
+    for (int j = 0; j < 2; j++) {  // x = hi + mid + lo exactly (truncations; the rests are exact)
+      const uint32_t hb = __float_as_uint(xv[j]) & 0xffff0000u;
+      const float r1 = __fsub_rn(xv[j], __uint_as_float(hb));
+      const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
+      const float r2 = __fsub_rn(r1, __uint_as_float(mb));
+      h[j] = hb >> 16, m[j] = mb >> 16, l[j] = __float_as_uint(r2) >> 16;
+    }
+    *reinterpret_cast<uint32_t*>(smem + phys(0 * S + 4u * k2)) = h[0] | (h[1] << 16);
+    *reinterpret_cast<uint32_t*>(smem + phys(1 * S + 4u * k2)) = m[0] | (m[1] << 16);
+    *reinterpret_cast<uint32_t*>(smem + phys(2 * S + 4u * k2)) = l[0] | (l[1] << 16);
+  }
+  __syncthreads();
   for (int st0 = 0; st0 < steps; st0 += K1) {
 #pragma unroll
     for (int j = 0; j < K1; j++) {
