@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -319,19 +320,18 @@ TEST(CudaKernels, Bf16DependentLaunchesKeepTheirOrder) {
   SKIP_WITHOUT_GPU();
   Rng rng(17);
   const int n = 2048, steps = 12;  // square: y_{k+1} = W_k y_k
-  // Weights N(0, 1/n) (truncated to bf16), so the values stay O(1) along the chain.
+  // Weights N(0, 1/n) in bf16, so the values stay O(1) along the chain.
   std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(float(n)));
-  std::vector<std::vector<uint16_t>> W(steps, std::vector<uint16_t>(size_t(n) * n));
-  for (auto& w : W)
-    for (uint16_t& v : w) {
-      const float f = normal(rng);
-      uint32_t u;
-      std::memcpy(&u, &f, 4);
-      v = uint16_t(u >> 16);
-    }
-  std::vector<float> x = random_activations(rng, n);
-  std::vector<Dev<uint16_t>*> dw;
-  for (auto& w : W) dw.push_back(new Dev<uint16_t>(w));
+  std::deque<Dev<uint16_t>> dw;
+  for (int k = 0; k < steps; k++) {
+    std::vector<uint16_t> w(size_t(n) * n);
+    for (uint16_t& v : w) v = f32_to_bf16(normal(rng));
+    dw.emplace_back(w);
+  }
+  const std::vector<float> x = random_activations(rng, n);
+  struct PdlGuard {  // the process-wide default back, however the test ends
+    ~PdlGuard() { cuda::set_bf16_pdl(true); }
+  } guard;
   std::vector<float> results[2];
   for (int pdl = 0; pdl < 2; pdl++) {
     cuda::set_bf16_pdl(pdl == 1);
@@ -339,12 +339,10 @@ TEST(CudaKernels, Bf16DependentLaunchesKeepTheirOrder) {
     for (int k = 0; k < steps; k++) {
       float* in = k % 2 ? b.p : a.p;
       float* out = k % 2 ? a.p : b.p;
-      cuda::matvec_bf16(dw[k]->p, n, n, in, out);
+      cuda::matvec_bf16(dw[k].p, n, n, in, out);
     }
     results[pdl] = (steps % 2 ? b : a).get();
   }
-  cuda::set_bf16_pdl(true);
-  for (auto* d : dw) delete d;
   ASSERT_EQ(0, std::memcmp(results[0].data(), results[1].data(), n * sizeof(float)));
   bool finite = true;
   for (float v : results[1]) finite = finite && std::isfinite(v);
