@@ -1,7 +1,7 @@
 // bench/cuda_kernels.cu — the CUDA kernels against the GPU's own ceilings,
 // measured in the same run (build/bench_cuda; built with SLUICE_CUDA).
 //
-//   bench_cuda [--quick]
+//   bench_cuda [--quick] [--only DECODE]
 //
 // Ceilings: a pure-read kernel over 4 GiB (16-byte loads, every byte read
 // once) and a device-to-device copy (bytes read + written), pinned host ->
@@ -11,7 +11,7 @@
 // every decode tuning, a prefill grouped GEMM, and bf16 GEMV at spine
 // shapes. Weight sets rotate through more memory than L2 holds (60 MB), so
 // every call reads HBM. Then H2D copies of experts overlapped with GEMVs on
-// another stream. bf16 GEMVs are timed back to back with and without
+// another stream. GEMVs are timed back to back with and without
 // programmatic dependent launch (the default). Times are CUDA events around
 // whole batches; each figure is the median of 7 batches. Random data everywhere (never zeros).
 #include <cuda_runtime.h>
@@ -157,7 +157,18 @@ double check_expert_gemv(const uint8_t* base_dev, const float* x_dev) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  const char* only = nullptr;  // --only DECODE: time just that MXFP4 decode tuning (e.g. under ncu)
+  for (int i = 1; i < argc; i++) {
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+      only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: bench_cuda [--quick] [--only DECODE]\n");
+      return 2;
+    }
+  }
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "bench_cuda: no CUDA device\n");
     return 1;
@@ -251,6 +262,7 @@ int main(int argc, char** argv) {
   for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
     const cuda::Mxfp4Decode dec = tuning.decode;
     const int rpt = tuning.rows_per_thread;
+    if (only && std::strcmp(only, cuda::mxfp4_decode_name(dec)) != 0) continue;
     cuda::set_mxfp4_tuning(tuning);
     const std::string name = std::string(cuda::mxfp4_decode_name(dec)) + ", " + std::to_string(rpt) + " rows/thread";
     const double err = check_expert_gemv(experts, lat);
@@ -269,6 +281,18 @@ int main(int argc, char** argv) {
     if (step_ms < best_step) best_step = step_ms, best_name = name;
   }
   std::printf("best MXFP4 tuning: %s\n", best_name.c_str());
+  // The default tuning without programmatic dependent launch: each launch
+  // waits for the last to finish before its first loads.
+  cuda::set_mxfp4_tuning(default_tuning);
+  cuda::set_pdl(false);
+  {
+    const double ms = time_ms(20, [&](int i) {
+      cuda::grouped_mxfp4(up_tasks[i % sets].data(), 2 * kTopK, kInter, kLatent);
+      cuda::grouped_mxfp4(down_tasks[i % sets].data(), kTopK, kLatent, kInter);
+    });
+    report("MXFP4 16 experts (both launches), default tuning, no PDL", up_bytes + down_bytes, ms, g_ceiling);
+  }
+  cuda::set_pdl(true);
   // The read kernel over the same bytes in the same two launches (gate+up's,
   // then down's): what launches of these sizes reach at all.
   {
@@ -321,10 +345,10 @@ int main(int argc, char** argv) {
     // Consecutive launches on one stream, as a decode step queues them: with
     // programmatic dependent launch (the default) a launch's first weight
     // loads overlap the last one's tail; without it each waits for the last.
-    cuda::set_bf16_pdl(false);
+    cuda::set_pdl(false);
     const double ms_alone =
         time_ms(20, [&](int i) { cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y); });
-    cuda::set_bf16_pdl(true);
+    cuda::set_pdl(true);
     const double ms = time_ms(20, [&](int i) { cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y); });
     report(std::string(sh.name) + " GEMV, no PDL", double(bytes), ms_alone, g_ceiling);
     report(std::string(sh.name) + " GEMV", double(bytes), ms, g_ceiling);

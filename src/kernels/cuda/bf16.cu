@@ -14,7 +14,7 @@
 // matmul(X)[t] is bitwise matvec(X[t]). cols % 8 != 0 takes a plain
 // per-column path with the same thread/warp structure.
 //
-// Programmatic dependent launch (sm_90+, on unless set_bf16_pdl(false)):
+// Programmatic dependent launch (sm_90+, on unless set_pdl(false)):
 // each block lets the stream's next kernel start at once, and issues its
 // first weight loads before it waits for the kernel before it (the weights
 // come from copies, never from a kernel; the activations are read and the
@@ -31,20 +31,6 @@ namespace {
 using namespace detail;
 
 constexpr int kBlockRows = 4, kThreads = 256, kWarps = kThreads / 32, kAhead = 4;
-
-bool g_pdl = true;
-
-// griddepcontrol (PTX, sm_90): no-ops when the launch had no PDL attribute.
-__device__ __forceinline__ void let_next_kernel_start() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_previous_kernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -129,23 +115,10 @@ __global__ void __launch_bounds__(kThreads) bf16_kernel(const uint16_t* __restri
   }
 }
 
-bool pdl_supported() {
-  static thread_local int dev = -1, major = 0;
-  int d = 0;
-  check(cudaGetDevice(&d), "cudaGetDevice");
-  if (d != dev) check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d), "cudaDeviceGetAttribute"), dev = d;
-  return major >= 9;
-}
-
 template <int kTok>
 void launch(const uint16_t* W, int rows, int cols, const float* X, int tok0, float* Y, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((rows + kBlockRows - 1) / kBlockRows), cfg.blockDim = dim3(kThreads), cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  if (g_pdl && pdl_supported()) cfg.attrs = attr, cfg.numAttrs = 1;
-  check(cudaLaunchKernelEx(&cfg, bf16_kernel<kTok>, W, rows, cols, X, tok0, Y), "bf16 kernel launch");
+  launch_pdl(bf16_kernel<kTok>, dim3((rows + kBlockRows - 1) / kBlockRows), dim3(kThreads), 0, stream, "bf16 kernel launch",
+             W, rows, cols, X, tok0, Y);
 }
 
 }  // namespace
@@ -166,8 +139,6 @@ void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, f
     default: break;
   }
 }
-
-void set_bf16_pdl(bool on) { g_pdl = on; }
 
 void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y, void* stream) {
   matmul_bf16(W, rows, cols, x, 1, y, stream);

@@ -1,11 +1,12 @@
 // kernels/cuda/common.cuh — what every .cu file here shares: error checks,
-// the stream cast, and exact scalar helpers.
+// the stream cast, programmatic dependent launch, and exact scalar helpers.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace sluice::cuda::detail {
 
@@ -22,6 +23,40 @@ inline int sm_count() {
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
   return n;
+}
+
+// Programmatic dependent launch (PDL, sm_90+): a kernel launched by
+// launch_pdl may start while the kernel before it on the stream drains. It
+// calls let_next_kernel_start() at its start (so the next one may start in
+// turn) and wait_for_previous_kernel() before it reads anything a kernel
+// wrote (activations) or writes anything (outputs); weights come only from
+// copies, so it may load them before the wait. Both are no-ops in a launch
+// without the attribute. Same arithmetic and bits either way.
+__device__ __forceinline__ void let_next_kernel_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// The process-wide switch (cuda::set_pdl) and the current device is sm_90+.
+bool pdl_enabled();
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute
+// when pdl_enabled(). Only kernels that call wait_for_previous_kernel()
+// before their first activation read may be launched this way.
+template <typename... KArgs, typename... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* what,
+                Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  if (pdl_enabled()) cfg.attrs = attr, cfg.numAttrs = 1;
+  check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), what);
 }
 
 // bf16 -> f32 is exact: the 16 stored bits are the high half.

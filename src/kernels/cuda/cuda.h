@@ -33,11 +33,12 @@ void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y
 // Y[t] = W X[t] for t < n; X is [n][cols], Y is [n][rows].
 void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, float* Y,
                  void* stream = nullptr);
-// Programmatic dependent launch for the bf16 kernels (sm_90 and newer; on by
-// default): a launch starts while the kernel before it on the stream drains,
-// loading its first weights, and waits for it before it reads activations.
-// Same bits either way; off only to measure one launch alone. Process-wide.
-void set_bf16_pdl(bool on);
+// Programmatic dependent launch for the bf16 kernels and the MXFP4 decode
+// (warp) kernels (sm_90 and newer; on by default): a launch starts while the
+// kernel before it on the stream drains, loading its first weights, and waits
+// for it before it reads activations. Same bits either way; off only to
+// measure one launch alone. Process-wide.
+void set_pdl(bool on);
 
 // ---- MXFP4 weights (spec §2.9): packed [rows][cols/2], scale [rows][cols/32]
 // `packed` must be 16-byte aligned; cols % 32 == 0 and cols <= 7168.
@@ -75,7 +76,8 @@ void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* st
 // every load of a tile is in flight at once), two (warp) or three (warp3)
 // 8-warp blocks per SM; warp_auto (4 rows: the default): warp3, or warp when
 // the launch's tiles split over two blocks an SM much more evenly than over
-// three (K3's down projection: 4.5 tiles a block with three).
+// three (K3's down projection: 4.5 tiles a block with three). At two blocks
+// an SM the warp kernels keep a ring of loads across tiles (mxfp4_warp.cu).
 // warp_mix1: warp with one code word in four decoded by a float2 table
 // (PRMT + LDS.64 per two codes: fewer integer instructions, twice the
 // shared-memory bytes, 96 KB a block); warp_f2: all of them. Prefill falls

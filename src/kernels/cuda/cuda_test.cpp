@@ -315,31 +315,43 @@ TEST(CudaKernels, Bf16RandomShapesMatchRef) {
 // output (the wait must cover it) and the next overwrites a buffer the one
 // before is still reading; the chain queued back to back gives the same bits
 // with PDL and without, and never a value read before it was written (the
-// buffers start as NaN).
-TEST(CudaKernels, Bf16DependentLaunchesKeepTheirOrder) {
+// buffers start as NaN). bf16 and MXFP4 decode launches alternate, so each
+// kernel follows the other.
+TEST(CudaKernels, DependentLaunchesKeepTheirOrder) {
   SKIP_WITHOUT_GPU();
   Rng rng(17);
   const int n = 2048, steps = 12;  // square: y_{k+1} = W_k y_k
-  // Weights N(0, 1/n) in bf16, so the values stay O(1) along the chain.
+  // bf16 weights N(0, 1/n); MXFP4 codes uniform (E[d^2] ~ 8.6) at scale 2^-7:
+  // the values stay O(1) along the chain.
   std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(float(n)));
   std::deque<Dev<uint16_t>> dw;
+  std::deque<Dev<uint8_t>> dp, ds;
   for (int k = 0; k < steps; k++) {
-    std::vector<uint16_t> w(size_t(n) * n);
-    for (uint16_t& v : w) v = f32_to_bf16(normal(rng));
-    dw.emplace_back(w);
+    if (k % 2 == 0) {
+      std::vector<uint16_t> w(size_t(n) * n);
+      for (uint16_t& v : w) v = f32_to_bf16(normal(rng));
+      dw.emplace_back(w);
+    } else {
+      const Mxfp4 m = random_mxfp4(rng, n, n, 120, 120);
+      dp.emplace_back(m.packed);
+      ds.emplace_back(m.scale);
+    }
   }
   const std::vector<float> x = random_activations(rng, n);
   struct PdlGuard {  // the process-wide default back, however the test ends
-    ~PdlGuard() { cuda::set_bf16_pdl(true); }
+    ~PdlGuard() { cuda::set_pdl(true); }
   } guard;
   std::vector<float> results[2];
   for (int pdl = 0; pdl < 2; pdl++) {
-    cuda::set_bf16_pdl(pdl == 1);
+    cuda::set_pdl(pdl == 1);
     Dev<float> a(x), b(n);
     for (int k = 0; k < steps; k++) {
       float* in = k % 2 ? b.p : a.p;
       float* out = k % 2 ? a.p : b.p;
-      cuda::matvec_bf16(dw[k].p, n, n, in, out);
+      if (k % 2 == 0)
+        cuda::matvec_bf16(dw[size_t(k / 2)].p, n, n, in, out);
+      else
+        cuda::matvec_mxfp4(dp[size_t(k / 2)].p, ds[size_t(k / 2)].p, n, n, in, out);
     }
     results[pdl] = (steps % 2 ? b : a).get();
   }

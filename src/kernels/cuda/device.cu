@@ -1,4 +1,5 @@
-// kernels/cuda/device.cu — which GPU, if any, and its read ceiling.
+// kernels/cuda/device.cu — which GPU, if any, its read ceiling, and the
+// programmatic-dependent-launch switch.
 #include <cstdio>
 
 #include "kernels/cuda/common.cuh"
@@ -24,7 +25,20 @@ __global__ void read_kernel(const uint4* __restrict__ p, size_t n, uint32_t* out
   if (acc == 0x9e3779b9u) out[0] = acc;  // almost never: only keeps the loads
 }
 
+bool g_pdl = true;
+
 }  // namespace
+
+bool detail::pdl_enabled() {
+  static thread_local int dev = -1, major = 0;
+  if (!g_pdl) return false;
+  int d = 0;
+  detail::check(cudaGetDevice(&d), "cudaGetDevice");
+  if (d != dev) detail::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d), "cudaDeviceGetAttribute"), dev = d;
+  return major >= 9;
+}
+
+void set_pdl(bool on) { g_pdl = on; }
 
 void read_all(const void* p, size_t bytes, uint32_t* sink, int blocks, void* stream) {
   read_kernel<<<blocks, 512, 0, detail::as_stream(stream)>>>(static_cast<const uint4*>(p), bytes / 16, sink);

@@ -50,10 +50,11 @@ struct Occupancy {
 
 // Launches `kernel` on a persistent grid over the launch's tiles (tile_rows
 // rows of one task each): at most occupancy × SMs blocks, each taking a
-// contiguous range of tiles.
+// contiguous range of tiles. pdl: with programmatic dependent launch
+// (common.cuh; the kernel must wait before it reads activations).
 template <typename Kernel>
 void launch_persistent(Kernel kernel, Occupancy& occ, const Launch& L, int tile_rows, int threads, size_t smem,
-                       cudaStream_t stream, const char* what) {
+                       cudaStream_t stream, const char* what, bool pdl = false) {
   int dev = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   if (dev != occ.dev || threads != occ.threads || smem != occ.smem) {
@@ -65,6 +66,7 @@ void launch_persistent(Kernel kernel, Occupancy& occ, const Launch& L, int tile_
   const int64_t tiles = int64_t(L.ntasks) * ((L.rows + tile_rows - 1) / tile_rows);
   const int blocks = int(std::min<int64_t>(tiles, int64_t(std::max(occ.per_sm, 1)) * occ.sms));
   g_last = {blocks, threads, occ.per_sm, smem};
+  if (pdl) return launch_pdl(kernel, dim3(blocks), dim3(threads), smem, stream, what, L);
   kernel<<<blocks, threads, smem, stream>>>(L);
   check_launch(what);
 }

@@ -25,6 +25,15 @@
 // all / a quarter of the code words by a float2 table instead (Layout below):
 // fewer integer instructions, twice the shared-memory bytes; measured slower /
 // no faster (docs/kernels.md, "Fifth session").
+//
+// Loads: at two blocks an SM (`warp`, 128 registers) a warp's code words are
+// a ring over its tiles (the next tile's round j is loaded as soon as this
+// tile's round j is used), so the warp's loads never drain between tiles;
+// at three (`warp3`, 80 registers) a tile's loads all go out at its start.
+// Launched with programmatic dependent launch (common.cuh): the table fill
+// and the first loads overlap the kernel before; activations are read after
+// the wait. Gate and up share their activations: a block reloads them only
+// when the pointer changes.
 #include <algorithm>
 
 #include "kernels/cuda/common.cuh"
@@ -121,7 +130,6 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(c
   extern __shared__ float4 smem4[];
   char* smem = reinterpret_cast<char*>(smem4);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  Lay::fill(smem);
 
   const int G = L.cols / 32, half_cols = L.cols / 2;
   constexpr int kFull = kPair ? kNJ - 1 : kNJ;  // rounds every lane takes for its own row
@@ -137,48 +145,67 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(c
   // past the last group read the last group (valid memory, never used).
   const int last_dg = min(lane + 32 * (kNJ - 1), G - 1) - lane;
 
-  int x_task = -1;
+  // The code words and scales of one tile, round by round (w[j], s[j]: round
+  // j of every row). With kRing, once round j of a tile is used, round j of
+  // the block's next tile is loaded into it, so a warp always has loads in
+  // flight, across tiles and task changes too (measured: down 0.56 -> 0.62 of
+  // HBM at two blocks an SM). Three blocks an SM leave 80 registers a
+  // thread, too few for that (it spills): there a tile's loads all go out
+  // at its start. Rows past the end read the last row again, lanes past the
+  // last group its last group (valid memory, never used or stored).
+  constexpr bool kRing = kBlocksPerSm * kWarps <= 16;  // 128 registers a thread or more
+  uint4 w[kNJ][kRows];
+  uint32_t s[kNJ][kRows];
+  auto load_round = [&](int tile, int j) {
+    const int ti = tile / tiles_per_task, row0 = (tile % tiles_per_task) * tile_rows + warp * kRows;
+    const MxTask& T = L.task[ti];
+    if (j < kFull) {
+      // One address per row from the lane's first group on; the rounds are
+      // constant offsets from it, the last, partial round's clamp a per-lane
+      // constant.
+      const int dg = j < kNJ - 1 ? 32 * j : last_dg;
+#pragma unroll
+      for (int r = 0; r < kRows; r++) {
+        const uint32_t row = uint32_t(min(row0 + r, L.rows - 1));
+        w[j][r] = ld_stream16(T.packed + 16 * lane + size_t(row) * uint32_t(half_cols) + 16 * dg);
+        s[j][r] = ld_stream8(T.scale + lane + size_t(row) * uint32_t(G) + dg);
+      }
+    } else {  // the paired round (kPair, j = kNJ - 1)
+#pragma unroll
+      for (int k = 0; k < kRows / 2; k++) {
+        const uint32_t row = uint32_t(min(row0 + 2 * k + prow, L.rows - 1));
+        w[j][k] = ld_stream16(T.packed + size_t(row) * uint32_t(half_cols) + 16 * pg_clamped);
+        s[j][k] = ld_stream8(T.scale + size_t(row) * uint32_t(G) + pg_clamped);
+      }
+    }
+  };
+  // With kRing the first tile's loads go out before the table fill and the
+  // wait for the kernel before this one (weights never come from a kernel).
+  if (kRing && begin < end) {
+#pragma unroll
+    for (int j = 0; j < kNJ; j++) load_round(begin, j);
+  }
+  let_next_kernel_start();
+  Lay::fill(smem);
+
+  const float* x_now = nullptr;  // whose activations are in shared memory (gate and up share theirs)
   for (int tile = begin; tile < end; tile++) {
     const int ti = tile / tiles_per_task, row0 = (tile % tiles_per_task) * tile_rows + warp * kRows;
     const MxTask& T = L.task[ti];
-    if (ti != x_task) {
+    const bool more = kRing && tile + 1 < end;
+    if (T.X != x_now) {
       __syncthreads();  // every warp is done with the old activations (and the table is filled)
+      if (x_now == nullptr) wait_for_previous_kernel();  // the activations may come from it
       for (int i = tid; i < L.cols / 4; i += blockDim.x) {
         const float4 f = __ldg(reinterpret_cast<const float4*>(T.X) + i);
         *reinterpret_cast<float4*>(smem + Lay::x_chunk(uint32_t(i) / 8u, uint32_t(i) % 8u)) = f;
       }
       __syncthreads();
-      x_task = ti;
+      x_now = T.X;
     }
-    // Every load of the tile first. Rows past the end read the last row
-    // again, lanes past the last group its last group (valid memory, never
-    // used or stored).
-    // Addresses: one per row from the lane's first group on; the rounds are
-    // constant offsets from it (512 code bytes, 32 scales), folded into the
-    // loads, and the last, partial round's clamp is a per-lane constant.
-    uint4 w[kNJ][kRows];
-    uint32_t s[kNJ][kRows];
-    const uint8_t* const pk = T.packed + 16 * lane;
-    const uint8_t* const sc = T.scale + lane;
+    if (!kRing) {
 #pragma unroll
-    for (int r = 0; r < kRows; r++) {
-      const uint32_t row = uint32_t(min(row0 + r, L.rows - 1));
-      const uint8_t* const wp = pk + size_t(row) * uint32_t(half_cols);
-      const uint8_t* const sp = sc + size_t(row) * uint32_t(G);
-#pragma unroll
-      for (int j = 0; j < kFull; j++) {
-        const int dg = j < kNJ - 1 ? 32 * j : last_dg;
-        w[j][r] = ld_stream16(wp + 16 * dg);
-        s[j][r] = ld_stream8(sp + dg);
-      }
-    }
-    if constexpr (kPair) {
-#pragma unroll
-      for (int k = 0; k < kRows / 2; k++) {
-        const uint32_t row = uint32_t(min(row0 + 2 * k + prow, L.rows - 1));
-        w[kNJ - 1][k] = ld_stream16(T.packed + size_t(row) * uint32_t(half_cols) + 16 * pg_clamped);
-        s[kNJ - 1][k] = ld_stream8(T.scale + size_t(row) * uint32_t(G) + pg_clamped);
-      }
+      for (int j = 0; j < kNJ; j++) load_round(tile, j);
     }
     float acc[kRows];
 #pragma unroll
@@ -192,16 +219,19 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_warp_kernel(c
 #pragma unroll
         for (int r = 0; r < kRows; r++) acc[r] = __fadd_rn(acc[r], q_of(p[r], s[j][r]));
       }
+      if (more) load_round(tile + 1, j);
     }
     if constexpr (kPair) {
       uint4 wp[kRows / 2];
+      uint32_t sp[kRows / 2];
 #pragma unroll
-      for (int k = 0; k < kRows / 2; k++) wp[k] = w[kNJ - 1][k];
+      for (int k = 0; k < kRows / 2; k++) wp[k] = w[kNJ - 1][k], sp[k] = s[kNJ - 1][k];
       float p[kRows / 2];
       group_dot<kF2, kRows / 2>(smem, Lay::x_row(uint32_t(min(pg, G - 1))), lx16, lane_bf16, lane_f2, wp, p);
+      if (more) load_round(tile + 1, kNJ - 1);
 #pragma unroll
       for (int k = 0; k < kRows / 2; k++) {
-        const float q = q_of(p[k], s[kNJ - 1][k]);
+        const float q = q_of(p[k], sp[k]);
         const float q_next = __shfl_down_sync(0xffffffffu, q, 16);  // lane l+16's: row 2k+1, group pg
         if (lane < 16 && pg < G) {
           acc[2 * k] = __fadd_rn(acc[2 * k], q);
@@ -224,7 +254,7 @@ void launch(const Launch& L, cudaStream_t stream) {
   const int threads = 32 * kWarps, kSmem = Layout<kF2>::kSmem;
   static thread_local Occupancy occ;
   launch_persistent(mxfp4_warp_kernel<kNJ, kRows, kPair, kBlocksPerSm, kF2>, occ, L, kWarps * kRows, threads,
-                    size_t(kSmem), stream, "mxfp4 warp kernel launch");
+                    size_t(kSmem), stream, "mxfp4 warp kernel launch", true);
 }
 
 template <int kNJ, int kBlocksPerSm, int kF2>
