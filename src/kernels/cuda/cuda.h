@@ -63,8 +63,8 @@ void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* st
 
 // How the MXFP4 kernels decode E2M1 codes (by shared-memory lookup, or by
 // integer bit placement + fp16 conversion) and how many
-// rows each thread loads ahead (4 or 8; lookup_async also 2). Every setting gives the same bits;
-// only the speed differs (bench/cuda_kernels.cu measures them all). Process-
+// rows each thread loads ahead (4 or 8; lookup_async also 2). Every setting of a family
+// (mxfp4_family below) gives the same bits; only the speed differs (bench/cuda_kernels.cu measures them all). Process-
 // wide; not to be changed while another thread launches.
 // lookup_async: the lookup decode with the weights streamed through shared
 // memory by cp.async (decode launches only; prefill falls back to lookup).
@@ -82,7 +82,12 @@ void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* st
 // (PRMT + LDS.64 per two codes: fewer integer instructions, twice the
 // shared-memory bytes, 96 KB a block); warp_f2: all of them. Prefill falls
 // back to lookup_bf16 (same bits).
-enum class Mxfp4Decode { lookup, bits, lookup_async, lookup_bf16, warp, warp3, warp1, warp_f2, warp_mix1, warp_auto };
+// mma, mma3 (mxfp4_mma.cu): tensor cores, exact products summed by the
+// tensor core, two or three blocks an SM; rows_per_thread: 16-row blocks a
+// warp (1 or 2; mma3: 1). Their own bits (family 1, below) at the widths they
+// take (cols % 512 == 0, cols <= 5120); other widths use warp_auto's kernels.
+// Measured slower than warp_auto (docs/kernels.md, "Ninth session").
+enum class Mxfp4Decode { lookup, bits, lookup_async, lookup_bf16, warp, warp3, warp1, warp_f2, warp_mix1, warp_auto, mma, mma3 };
 struct Mxfp4Tuning {
   Mxfp4Decode decode;
   int rows_per_thread;
@@ -92,6 +97,10 @@ Mxfp4Tuning mxfp4_tuning();
 // Every valid tuning (the tests and the benchmark walk them all).
 const std::vector<Mxfp4Tuning>& mxfp4_tunings();
 const char* mxfp4_decode_name(Mxfp4Decode d);
+// Tunings of one family give the same bits at a width (0: the FMA chain of
+// mxfp4.cu's header, 1: the tensor cores' sums); families differ by summation
+// order only.
+int mxfp4_family(Mxfp4Tuning t, int cols);
 // The shape of the last MXFP4 launch (for the benchmark's report).
 struct Mxfp4Launch {
   int blocks, threads, blocks_per_sm;

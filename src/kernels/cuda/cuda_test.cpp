@@ -94,8 +94,8 @@ void check_mxfp4(Rng& rng, int rows, int cols, int n, int lo = 110, int hi = 135
   const std::vector<double> abs_sum = abs_dot_mxfp4(m, rows, cols, X.data(), n);
   Dev<uint8_t> dp(m.packed), ds(m.scale);
   TuningGuard guard;
-  // Every tuning against ref, and bitwise against the first.
-  std::vector<float> first;
+  // Every tuning against ref, and bitwise against the first of its family.
+  std::vector<float> first[2];
   for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
     SCOPED_TRACE(testing::Message() << cuda::mxfp4_decode_name(tuning.decode) << " " << tuning.rows_per_thread);
     cuda::set_mxfp4_tuning(tuning);
@@ -103,8 +103,9 @@ void check_mxfp4(Rng& rng, int rows, int cols, int n, int lo = 110, int hi = 135
     cuda::matmul_mxfp4(dp.p, ds.p, rows, cols, dx.p, n, dy.p);
     const std::vector<float> got = dy.get();
     expect_close(got, want, abs_sum, cols, "mxfp4");
-    if (first.empty()) first = got;
-    ASSERT_TRUE(bitwise_equal(first, got));
+    std::vector<float>& f = first[cuda::mxfp4_family(tuning, cols)];
+    if (f.empty()) f = got;
+    ASSERT_TRUE(bitwise_equal(f, got));
     for (int t = 0; t < n; t++) {
       Dev<float> y1(rows);
       cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p + size_t(t) * cols, y1.p);
@@ -122,6 +123,12 @@ TEST(CudaKernels, Mxfp4RandomShapesMatchRef) {
   check_mxfp4(rng, 3, 7168, 2);  // the widest row a team takes
   // The warp kernel's lanes walk ceil(G/32) groups each: every count, full and partial.
   for (int groups : {64, 100, 150, 190, 224}) check_mxfp4(rng, 45, 32 * groups, 1);
+  // Widths the tensor-core kernel takes (cols % 512 == 0, <= 5120): partial
+  // 16-row blocks, 1-5 tokens (passes of two), the widest.
+  check_mxfp4(rng, 77, 512, 3);
+  check_mxfp4(rng, 16, 1024, 5);
+  check_mxfp4(rng, 131, 1536, 2);
+  check_mxfp4(rng, 9, 5120, 1);
 }
 
 TEST(CudaKernels, Mxfp4AtK3ExpertShapes) {
@@ -136,6 +143,8 @@ TEST(CudaKernels, Mxfp4ExtremeScales) {
   Rng rng(7);
   check_mxfp4(rng, 37, 256, 2, 0, 40);     // down to the subnormal 2^-127
   check_mxfp4(rng, 37, 256, 2, 200, 230);  // large, finite
+  check_mxfp4(rng, 37, 512, 2, 0, 40);     // the same through the tensor cores
+  check_mxfp4(rng, 37, 512, 2, 200, 230);
 }
 
 // One-hot x: y[r] is exactly value(code)·2^(s-127) for every code and every
@@ -143,35 +152,38 @@ TEST(CudaKernels, Mxfp4ExtremeScales) {
 TEST(CudaKernels, Mxfp4DecodesEveryCodeAndScaleExactly) {
   SKIP_WITHOUT_GPU();
   TuningGuard guard;
-  const int rows = 255 * 16, cols = 64;
-  Mxfp4 m;
-  m.packed.assign(size_t(rows) * cols / 2, 0);
-  m.scale.assign(size_t(rows) * cols / 32, 0);
-  for (int s = 0; s < 255; s++)
-    for (int code = 0; code < 16; code++) {
-      const int r = s * 16 + code;
-      for (int c = 0; c < cols; c += 2) m.packed[size_t(r) * cols / 2 + c / 2] = uint8_t(code | (code << 4));
-      m.scale[size_t(r) * 2] = m.scale[size_t(r) * 2 + 1] = uint8_t(s);
-    }
-  Dev<uint8_t> dp(m.packed), ds(m.scale);
-  for (int hot : {0, 1, 31, 32, 63})
-    for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
-      const cuda::Mxfp4Decode dec = tuning.decode;
-      cuda::set_mxfp4_tuning(tuning);
-      std::vector<float> x(cols, 0.0f);
-      x[hot] = 1.0f;
-      Dev<float> dx(x), dy(rows);
-      cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p, dy.p);
-      const std::vector<float> y = dy.get();
-      for (int s = 0; s < 255; s++)
-        for (int code = 0; code < 16; code++) {
-          const float want = kE2M1[code] * e8m0_to_f32(uint8_t(s));
-          const float got = y[size_t(s) * 16 + code];
-          ASSERT_TRUE(got == want)  // ±0 alike: ref sums from +0 too
-              << "code " << code << " s " << s << " hot " << hot << " " << cuda::mxfp4_decode_name(dec) << ": " << got
-              << " vs " << want;
-        }
-    }
+  for (const int cols : {64, 512}) {  // 512: a width the tensor-core kernel takes
+    SCOPED_TRACE(testing::Message() << "cols " << cols);
+    const int rows = 255 * 16, G = cols / 32;
+    Mxfp4 m;
+    m.packed.assign(size_t(rows) * cols / 2, 0);
+    m.scale.assign(size_t(rows) * G, 0);
+    for (int s = 0; s < 255; s++)
+      for (int code = 0; code < 16; code++) {
+        const int r = s * 16 + code;
+        for (int c = 0; c < cols; c += 2) m.packed[size_t(r) * cols / 2 + c / 2] = uint8_t(code | (code << 4));
+        for (int g = 0; g < G; g++) m.scale[size_t(r) * G + g] = uint8_t(s);
+      }
+    Dev<uint8_t> dp(m.packed), ds(m.scale);
+    for (int hot : {0, 1, 31, 32, 63, cols - 1})
+      for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
+        const cuda::Mxfp4Decode dec = tuning.decode;
+        cuda::set_mxfp4_tuning(tuning);
+        std::vector<float> x(cols, 0.0f);
+        x[hot] = 1.0f;
+        Dev<float> dx(x), dy(rows);
+        cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p, dy.p);
+        const std::vector<float> y = dy.get();
+        for (int s = 0; s < 255; s++)
+          for (int code = 0; code < 16; code++) {
+            const float want = kE2M1[code] * e8m0_to_f32(uint8_t(s));
+            const float got = y[size_t(s) * 16 + code];
+            ASSERT_TRUE(got == want)  // ±0 alike: ref sums from +0 too
+                << "code " << code << " s " << s << " hot " << hot << " " << cuda::mxfp4_decode_name(dec) << ": "
+                << got << " vs " << want;
+          }
+      }
+  }
 }
 
 TEST(CudaKernels, Mxfp4EveryTuningGivesTheSameBits) {
@@ -183,33 +195,38 @@ TEST(CudaKernels, Mxfp4EveryTuningGivesTheSameBits) {
   const std::vector<float> X = random_activations(rng, size_t(n) * cols);
   Dev<uint8_t> dp(m.packed), ds(m.scale);
   Dev<float> dx(X);
-  std::vector<float> first, first1;
+  std::vector<float> first[2], first1[2];  // per family (cuda.h)
   for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
     const cuda::Mxfp4Decode dec = tuning.decode;
-    const int rpt = tuning.rows_per_thread;
+    const int rpt = tuning.rows_per_thread, fam = cuda::mxfp4_family(tuning, cols);
     cuda::set_mxfp4_tuning(tuning);
     Dev<float> dy(size_t(n) * rows), dy1(rows);
     cuda::matmul_mxfp4(dp.p, ds.p, rows, cols, dx.p, n, dy.p);
     cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p, dy1.p);  // decode: another kernel for lookup_async
     const std::vector<float> y = dy.get(), y1 = dy1.get();
-    if (first.empty())
-      first = y, first1 = y1;
+    if (first[fam].empty())
+      first[fam] = y, first1[fam] = y1;
     else
-      ASSERT_TRUE(bitwise_equal(first, y)) << cuda::mxfp4_decode_name(dec) << " rows/thread " << rpt;
-    ASSERT_TRUE(bitwise_equal(first1, y1)) << cuda::mxfp4_decode_name(dec) << " rows/thread " << rpt;
+      ASSERT_TRUE(bitwise_equal(first[fam], y)) << cuda::mxfp4_decode_name(dec) << " rows/thread " << rpt;
+    ASSERT_TRUE(bitwise_equal(first1[fam], y1)) << cuda::mxfp4_decode_name(dec) << " rows/thread " << rpt;
     ASSERT_EQ(0, std::memcmp(y1.data(), y.data(), rows * sizeof(float)));
   }
   EXPECT_THROW(cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::bits, 5}), std::invalid_argument);
   EXPECT_THROW(cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup, 2}), std::invalid_argument);
   EXPECT_THROW(cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup_async, 16}), std::invalid_argument);
+  EXPECT_THROW(cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::mma, 4}), std::invalid_argument);
+  // The two families differ by summation order only (both within ref's bound: check_mxfp4).
+  ASSERT_FALSE(first[1].empty());
+  EXPECT_FALSE(bitwise_equal(first[0], first[1]));
 }
 
 // A grouped call (different experts, different token counts, some empty) is
-// bitwise the same calls made one by one.
-TEST(CudaKernels, GroupedMxfp4IsBitwiseOneByOne) {
-  SKIP_WITHOUT_GPU();
+// bitwise the same calls made one by one: the default tuning, and the
+// tensor-core kernel (1-4 tokens: passes of two) at a width it takes.
+void check_grouped_one_by_one(int rows, int cols) {
+  SCOPED_TRACE(testing::Message() << rows << "x" << cols << " " << cuda::mxfp4_decode_name(cuda::mxfp4_tuning().decode));
   Rng rng(12);
-  const int rows = 96, cols = 224, ntasks = 70;  // > one launch's 64 tasks
+  const int ntasks = 70;  // > one launch's 64 tasks
   std::vector<std::unique_ptr<Dev<uint8_t>>> P, S;
   std::vector<std::unique_ptr<Dev<float>>> Xs, Ys;
   std::vector<cuda::MxTask> tasks;
@@ -232,9 +249,20 @@ TEST(CudaKernels, GroupedMxfp4IsBitwiseOneByOne) {
   }
 }
 
+TEST(CudaKernels, GroupedMxfp4IsBitwiseOneByOne) {
+  SKIP_WITHOUT_GPU();
+  TuningGuard guard;
+  check_grouped_one_by_one(96, 224);
+  cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::mma, 2});
+  check_grouped_one_by_one(100, 1024);
+  cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::mma3, 1});
+  check_grouped_one_by_one(100, 1024);
+}
+
 // Decode (one token per task) under every tuning (lookup_async and the warp
 // kernels have their own decode kernels): blocks cross task boundaries and
-// tail tiles; the bits equal the lookup kernel's.
+// tail tiles; the bits equal the lookup kernel's (the tensor-core family's
+// cross-task bits: check_grouped_one_by_one).
 TEST(CudaKernels, GroupedMxfp4DecodeIsBitwiseLookup) {
   SKIP_WITHOUT_GPU();
   TuningGuard guard;
@@ -258,6 +286,7 @@ TEST(CudaKernels, GroupedMxfp4DecodeIsBitwiseLookup) {
   cuda::set_mxfp4_tuning({cuda::Mxfp4Decode::lookup, 4});
   cuda::grouped_mxfp4(ta.data(), ntasks, rows, cols);
   for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
+    if (cuda::mxfp4_family(tuning, cols) != 0) continue;
     cuda::set_mxfp4_tuning(tuning);
     for (int e = 0; e < ntasks; e++)
       if (tb[e].n) Yb[e]->poison();

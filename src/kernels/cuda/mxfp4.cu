@@ -417,12 +417,20 @@ void launch_rows(const Launch& L, cudaStream_t stream) {
     case Mxfp4Decode::warp1:
     case Mxfp4Decode::warp_f2:
     case Mxfp4Decode::warp_mix1:
-    case Mxfp4Decode::warp_auto: return launch_variant<4, kTok, kRows, true>(L, stream);
+    case Mxfp4Decode::warp_auto:
+    case Mxfp4Decode::mma:
+    case Mxfp4Decode::mma3: return launch_variant<4, kTok, kRows, true>(L, stream);
   }
 }
 
 template <int kTok>
 void launch_tok(const Launch& L, cudaStream_t stream) {
+  if (g_tuning.decode == Mxfp4Decode::mma || g_tuning.decode == Mxfp4Decode::mma3) {
+    if (launch_mma(L, kTok, g_tuning, stream)) return;
+    // A width the tensor-core kernel does not take: the default's kernels (their family's bits).
+    if (kTok == 1 && launch_warp(L, {Mxfp4Decode::warp_auto, 4}, stream)) return;
+    return launch_variant<4, kTok, 4, true>(L, stream);
+  }
   if (g_tuning.decode == Mxfp4Decode::warp || g_tuning.decode == Mxfp4Decode::warp3 ||
       g_tuning.decode == Mxfp4Decode::warp1 || g_tuning.decode == Mxfp4Decode::warp_f2 ||
       g_tuning.decode == Mxfp4Decode::warp_mix1 || g_tuning.decode == Mxfp4Decode::warp_auto) {
@@ -450,7 +458,8 @@ const std::vector<Mxfp4Tuning>& mxfp4_tunings() {
       {Mxfp4Decode::lookup_async, 8}, {Mxfp4Decode::lookup_bf16, 4},  {Mxfp4Decode::lookup_bf16, 8},
       {Mxfp4Decode::warp, 2},         {Mxfp4Decode::warp, 4},         {Mxfp4Decode::warp3, 2},
       {Mxfp4Decode::warp3, 4},        {Mxfp4Decode::warp1, 4},        {Mxfp4Decode::warp_f2, 4},
-      {Mxfp4Decode::warp_mix1, 2},    {Mxfp4Decode::warp_mix1, 4},    {Mxfp4Decode::warp_auto, 4}};
+      {Mxfp4Decode::warp_mix1, 2},    {Mxfp4Decode::warp_mix1, 4},    {Mxfp4Decode::warp_auto, 4},
+      {Mxfp4Decode::mma, 1},          {Mxfp4Decode::mma, 2},          {Mxfp4Decode::mma3, 1}};
   return all;
 }
 
@@ -460,9 +469,13 @@ void set_mxfp4_tuning(Mxfp4Tuning t) {
       g_tuning = t;
       return;
     }
-  throw std::invalid_argument("cuda: mxfp4: rows_per_thread must be 4 or 8 (2 or 4 for lookup_async's 2 and the warp kernels)");
+  throw std::invalid_argument(
+      "cuda: mxfp4: rows_per_thread must be 4 or 8 (lookup_async also 2; the warp kernels 2 or 4; mma 1 or 2; mma3 1)");
 }
 Mxfp4Tuning mxfp4_tuning() { return g_tuning; }
+int mxfp4_family(Mxfp4Tuning t, int cols) {
+  return (t.decode == Mxfp4Decode::mma || t.decode == Mxfp4Decode::mma3) && mma_takes(cols) ? 1 : 0;
+}
 Mxfp4Launch mxfp4_last_launch() { return g_last; }
 const char* mxfp4_decode_name(Mxfp4Decode d) {
   switch (d) {
@@ -476,6 +489,8 @@ const char* mxfp4_decode_name(Mxfp4Decode d) {
     case Mxfp4Decode::warp_f2: return "warp_f2";
     case Mxfp4Decode::warp_mix1: return "warp_mix1";
     case Mxfp4Decode::warp_auto: return "warp_auto";
+    case Mxfp4Decode::mma: return "mma";
+    case Mxfp4Decode::mma3: return "mma3";
   }
   return "?";
 }

@@ -100,4 +100,9 @@ __device__ __forceinline__ void lut_decode(const char* lut, uint32_t word, uint3
 // Returns false when the tuning is not a warp tuning.
 bool launch_warp(const Launch& L, Mxfp4Tuning t, cudaStream_t stream);
 
+// The tensor-core kernel (mxfp4_mma.cu), 1 or 2 tokens a pass. Returns false
+// when the tuning is not an mma tuning or the width is one it does not take.
+bool mma_takes(int cols);
+bool launch_mma(const Launch& L, int tokens_per_pass, Mxfp4Tuning t, cudaStream_t stream);
+
 }  // namespace sluice::cuda::detail
