@@ -96,6 +96,22 @@ __device__ __forceinline__ void lut_decode(const char* lut, uint32_t word, uint3
   }
 }
 
+// Weight loads of the decode kernels (warp, mma): weights are read once, so
+// no L1 allocation; volatile asm keeps the compiler from sinking each load to
+// its first use.
+__device__ __forceinline__ uint4 ld_stream16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_stream8(const void* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u8 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
 // The warp kernel (mxfp4_warp.cu): decode launches (one token per task).
 // Returns false when the tuning is not a warp tuning.
 bool launch_warp(const Launch& L, Mxfp4Tuning t, cudaStream_t stream);

@@ -76,21 +76,6 @@ struct Layout {
   }
 };
 
-// Weights are read once: no L1 allocation. Volatile asm keeps the compiler
-// from sinking each load to its first use.
-__device__ __forceinline__ uint4 ld_stream16(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t ld_stream8(const void* p) {
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.u8 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-
 // p for `rows` chains: the group's 32 columns, word by word, FMAs in column
 // order. w[r] is row r's 16 code bytes, xrow the group's activation row
 // (bits 4-6 clear), lx16 the lane's swizzle.
