@@ -63,9 +63,10 @@ void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* st
 
 // How the MXFP4 kernels decode E2M1 codes (by shared-memory lookup, or by
 // integer bit placement + fp16 conversion) and how many
-// rows each thread loads ahead (4 or 8; lookup_async also 2). Every setting of a family
-// (mxfp4_family below) gives the same bits; only the speed differs (bench/cuda_kernels.cu measures them all). Process-
-// wide; not to be changed while another thread launches.
+// rows each thread loads ahead (4 or 8; lookup_async also 2). Every setting of
+// a family (mxfp4_family below) gives the same bits; only the speed differs
+// (bench/cuda_kernels.cu measures them all). Process-wide; not to be changed
+// while another thread launches.
 // lookup_async: the lookup decode with the weights streamed through shared
 // memory by cp.async (decode launches only; prefill falls back to lookup).
 // lookup_bf16: a table of bf16 pairs (4 bytes per code byte instead of 8:
@@ -87,7 +88,9 @@ void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* st
 // warp (1 or 2; mma3: 1). Their own bits (family 1, below) at the widths they
 // take (cols % 512 == 0, cols <= 5120); other widths use warp_auto's kernels.
 // Measured slower than warp_auto (docs/kernels.md, "Ninth session").
-enum class Mxfp4Decode { lookup, bits, lookup_async, lookup_bf16, warp, warp3, warp1, warp_f2, warp_mix1, warp_auto, mma, mma3 };
+enum class Mxfp4Decode {
+  lookup, bits, lookup_async, lookup_bf16, warp, warp3, warp1, warp_f2, warp_mix1, warp_auto, mma, mma3
+};
 struct Mxfp4Tuning {
   Mxfp4Decode decode;
   int rows_per_thread;

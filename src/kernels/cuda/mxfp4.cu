@@ -425,7 +425,7 @@ void launch_rows(const Launch& L, cudaStream_t stream) {
 
 template <int kTok>
 void launch_tok(const Launch& L, cudaStream_t stream) {
-  if (g_tuning.decode == Mxfp4Decode::mma || g_tuning.decode == Mxfp4Decode::mma3) {
+  if (is_mma(g_tuning.decode)) {
     if (launch_mma(L, kTok, g_tuning, stream)) return;
     // A width the tensor-core kernel does not take: the default's kernels (their family's bits).
     if (kTok == 1 && launch_warp(L, {Mxfp4Decode::warp_auto, 4}, stream)) return;
@@ -474,7 +474,7 @@ void set_mxfp4_tuning(Mxfp4Tuning t) {
 }
 Mxfp4Tuning mxfp4_tuning() { return g_tuning; }
 int mxfp4_family(Mxfp4Tuning t, int cols) {
-  return (t.decode == Mxfp4Decode::mma || t.decode == Mxfp4Decode::mma3) && mma_takes(cols) ? 1 : 0;
+  return is_mma(t.decode) && mma_takes(cols) ? 1 : 0;
 }
 Mxfp4Launch mxfp4_last_launch() { return g_last; }
 const char* mxfp4_decode_name(Mxfp4Decode d) {

@@ -116,8 +116,9 @@ __device__ __forceinline__ uint32_t ld_stream8(const void* p) {
 // Returns false when the tuning is not a warp tuning.
 bool launch_warp(const Launch& L, Mxfp4Tuning t, cudaStream_t stream);
 
-// The tensor-core kernel (mxfp4_mma.cu), 1 or 2 tokens a pass. Returns false
-// when the tuning is not an mma tuning or the width is one it does not take.
+// The tensor-core kernel (mxfp4_mma.cu), 1 or 2 tokens a pass, for an mma
+// tuning. Returns false when the width is one it does not take.
+inline bool is_mma(Mxfp4Decode d) { return d == Mxfp4Decode::mma || d == Mxfp4Decode::mma3; }
 bool mma_takes(int cols);
 bool launch_mma(const Launch& L, int tokens_per_pass, Mxfp4Tuning t, cudaStream_t stream);
 

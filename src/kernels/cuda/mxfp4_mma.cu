@@ -163,6 +163,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_mma_kernel(co
   for (int tile = begin; tile < end;) {
     const MxTask& T = L.task[tile / tiles_per_task];
     const int row0 = (tile % tiles_per_task) * tile_rows + warp * 16 * kRB;
+    const int nt = min(kTok, T.n - tok0);  // tokens in this pass
     const bool next_pass = tok0 + kTok < T.n;
     const bool has_next = next_pass || tile + 1 < end;
     if (next_pass)
@@ -170,10 +171,8 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_mma_kernel(co
     else if (tile + 1 < end)
       rows_of(tile + 1, nxt);
     if (T.X != x_now || tok0 != x_tok) {
-      __syncthreads();                                   // every warp is done with the old parts (and the table
-                                                         // is filled)
+      __syncthreads();  // every warp is done with the old parts (and the table is filled)
       if (x_now == nullptr) wait_for_previous_kernel();  // the activations may come from it
-      const int nt = min(kTok, T.n - tok0);
       for (int i = tid; i < kTok * L.cols / 8; i += blockDim.x) {
         const int t = i / (L.cols / 8), col = 8 * (i % (L.cols / 8));
         float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b = a;
@@ -224,8 +223,8 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_mma_kernel(co
           uint32_t sp[2];
 #pragma unroll
           for (int h = 0; h < 2; h++) {
-            const uint32_t s7 = max(s[j][b][h] << 7,
-                                    0x40u);  // 2^(s-127) in bf16 (s = 0: the subnormal)
+            // 2^(s-127) in bf16 (s = 0: the subnormal)
+            const uint32_t s7 = max(s[j][b][h] << 7, 0x40u);
             sp[h] = s7 | (s7 << 16);
           }
           const uint32_t wa[4] = {w[j][b][0].x, w[j][b][0].y, w[j][b][0].z, w[j][b][0].w};
@@ -248,9 +247,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_mma_kernel(co
       }
     }
 
-    // Column n of row gq is lane 4·gq + n/2's d[n % 2] (row gq + 8: d[2 + n %
-    // 2]).
-    const int nt = min(kTok, T.n - tok0);
+    // Column n of row gq is lane 4·gq + n/2's d[n % 2] (row gq + 8: d[2 + n % 2]).
 #pragma unroll
     for (int b = 0; b < kRB; b++) {
       float e[4];
@@ -298,13 +295,12 @@ void launch_tok(const Launch& L, Mxfp4Tuning t, cudaStream_t stream) {
 
 }  // namespace
 
-bool mma_takes(int cols) {  // whole steps of 4 groups, a ring of 2 or 4 steps;
-                            // token 0's parts in 32 KB
+// Whole steps of 4 groups in a ring of 2 or 4 steps; token 0's parts in 32 KB.
+bool mma_takes(int cols) {
   return cols % 512 == 0 && cols <= 5120;
 }
 
 bool launch_mma(const Launch& L, int tokens_per_pass, Mxfp4Tuning t, cudaStream_t stream) {
-  if (t.decode != Mxfp4Decode::mma && t.decode != Mxfp4Decode::mma3) return false;
   if (!mma_takes(L.cols)) return false;
   if (tokens_per_pass == 1)
     launch_tok<1>(L, t, stream);
