@@ -71,11 +71,14 @@ void kda_forward_rows(const ModelConfig& c, Spine& sp, const KdaWeights& w, std:
       std::swap(undo->S, st.S);
       from = undo->S.data();
       undo->conv = st.conv;
+      undo->S_stamp = st.stamp;
     }
     const size_t row = t0 * C;
+    KdaStamp stamp{st.stamp};
     be.kda_chunk(d, p, from, st.S.data(), st.conv.data(), lens[seg],
                  {q.data() + row, k.data() + row, v.data() + row, f.data() + row, beta.data() + t0 * NH, z.data() + row},
-                 y.data() + row);
+                 y.data() + row, &stamp);
+    st.stamp = stamp.to;
     if (undo) {
       const size_t r0 = t0 * C, r1 = (t0 + size_t(lens[seg])) * C;
       undo->q.assign(q.begin() + ptrdiff_t(r0), q.begin() + ptrdiff_t(r1));
@@ -92,9 +95,11 @@ void kda_rollback(const Backend& be, WeightOwner owner, const ModelConfig& c, co
                   KdaUndo& undo, int keep) {
   std::swap(undo.S, st.S);
   st.conv = undo.conv;
+  KdaStamp stamp{undo.S_stamp};
   // z is not read when only the state advances.
   be.kda_chunk(kda_dims(c), kda_params(w, owner), st.S.data(), st.S.data(), st.conv.data(), keep,
-               {undo.q.data(), undo.k.data(), undo.v.data(), undo.f.data(), undo.beta.data(), nullptr}, nullptr);
+               {undo.q.data(), undo.k.data(), undo.v.data(), undo.f.data(), undo.beta.data(), nullptr}, nullptr, &stamp);
+  st.stamp = stamp.to;
 }
 
 }  // namespace sluice

@@ -22,6 +22,7 @@ void SequenceState::reset() {
   for (auto& k : kda) {
     std::fill(k.S.begin(), k.S.end(), 0.0f);
     std::fill(k.conv.begin(), k.conv.end(), 0.0f);
+    k.stamp = 0;
   }
   for (auto& m : mla) {
     m.kv.clear();

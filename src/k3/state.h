@@ -16,6 +16,9 @@ namespace sluice {
 struct KdaLayerState {
   std::vector<float> S;     // [NH][D key i][D value j], FP32, starts at zero
   std::vector<float> conv;  // [3 (q,k,v)][K-1][C] previous pre-conv projections, oldest first
+  // Names S's bits for a device copy of them (kernels/backend.h: KdaStamp);
+  // 0: none. Copies carry it; whatever writes S here on the host sets it to 0.
+  uint64_t stamp = 0;
 };
 
 struct MlaLayerCache {
@@ -41,6 +44,7 @@ struct SequenceState {
 // truncated. Valid until the next forward with it; rollback() consumes it.
 struct KdaUndo {
   std::vector<float> S, conv;              // before the chunk
+  uint64_t S_stamp = 0;                    // S's stamp before the chunk
   std::vector<float> q, k, v, f, beta;     // [T][...] pre-conv projections, gate input, beta logits
 };
 

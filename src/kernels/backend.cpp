@@ -18,6 +18,7 @@
 #include "base/numeric.h"
 #include "kernels/fast.h"
 #include "kernels/fast_avx2.h"
+#include "kernels/kda_parts.h"
 #include "kernels/ref.h"
 
 namespace sluice {
@@ -158,77 +159,28 @@ void moe_combine(const float* expert_out, const int* ids, const float* weights, 
   }
 }
 
-// One KDA position: conv, norms, the recurrence per head. The decay reads the
-// state from `from` and writes S; with o_row null only the state advances.
+// One KDA position (kernels/kda_parts.h). The decay reads the state from
+// `from` and writes S; with o_row null only the state advances.
 void kda_position(const KdaDims& d, const KdaParams& w, const float* from, float* S_all, float* conv, const float* q,
                   const float* k, const float* v, const float* f, const float* beta, const float* z, float* o_row) {
-  const int NH = d.heads, D = d.dim, C = NH * D, K = d.conv_kernel;
-  const float eps = d.eps, lower = d.gate_lower;
-  const float q_scale = 1.0f / std::sqrt(float(D));
-  const size_t hist = size_t(K - 1) * C;
+  const int NH = d.heads, D = d.dim, C = NH * D;
   float* qc = scratch(0, size_t(C));
   float* kc = scratch(1, size_t(C));
   float* vc = scratch(2, size_t(C));
-  float* err = scratch(3, size_t(D));
-  ref::causal_conv_silu_step(w.q_conv, C, K, conv + 0 * hist, q, qc);
-  ref::causal_conv_silu_step(w.k_conv, C, K, conv + 1 * hist, k, kc);
-  ref::causal_conv_silu_step(w.v_conv, C, K, conv + 2 * hist, v, vc);
+  float* decay = scratch(3, size_t(C) + size_t(NH) + size_t(D));
+  float* b = decay + C;
+  float* err = b + NH;
+  kda::prepare(d, w, conv, q, k, v, f, beta, qc, kc, vc, decay, b);
   for (int h = 0; h < NH; h++) {
-    float* qh = qc + size_t(h) * D;
-    float* kh = kc + size_t(h) * D;
-    const float* vh = vc + size_t(h) * D;
-    ref::l2norm(qh, D, eps);
-    for (int i = 0; i < D; i++) qh[i] *= q_scale;
-    ref::l2norm(kh, D, eps);
-    const float b = ref::sigmoid(beta[h]);
-    const float a = w.a[size_t(h)];
-    float* S = S_all + size_t(h) * D * D;  // S[i * D + j]: key i, value j
-    const float* F = from + size_t(h) * D * D;
-    // (a) decay rows by the key channel's gate.
-    for (int i = 0; i < D; i++) {
-      const size_t ci = size_t(h) * D + i;
-      const float g = lower * ref::sigmoid(a * (f[ci] + w.dt_bias[ci]));
-      const float decay = std::exp(g);
-      float* Si = S + size_t(i) * D;
-      const float* Fi = F + size_t(i) * D;
-      for (int j = 0; j < D; j++) Si[j] = Fi[j] * decay;
-    }
-    // (b) prediction error against the decayed state.
-    for (int j = 0; j < D; j++) err[j] = vh[j];
-    for (int i = 0; i < D; i++) {
-      const float ki = kh[i];
-      const float* Si = S + size_t(i) * D;
-      for (int j = 0; j < D; j++) err[j] -= ki * Si[j];
-    }
-    if (!o_row) {  // state only: (c) alone
-      for (int i = 0; i < D; i++) {
-        const float bk = b * kh[i];
-        float* Si = S + size_t(i) * D;
-        for (int j = 0; j < D; j++) Si[j] += bk * err[j];
-      }
-      continue;
-    }
-    // (c) rank-1 write, (d) read with the updated state.
-    float* o = o_row + size_t(h) * D;
-    for (int j = 0; j < D; j++) o[j] = 0.0f;
-    for (int i = 0; i < D; i++) {
-      const float bk = b * kh[i];
-      const float qi = qh[i];
-      float* Si = S + size_t(i) * D;
-      for (int j = 0; j < D; j++) {
-        Si[j] += bk * err[j];
-        o[j] += qi * Si[j];
-      }
-    }
-    // Gated output norm: o_norm ⊙ o · rms(o) ⊙ σ(z).
-    const float r = ref::rms_inv(o, D, eps);
-    const float* zh = z + size_t(h) * D;
-    for (int j = 0; j < D; j++) o[j] = w.o_norm[size_t(j)] * (o[j] * r) * ref::sigmoid(zh[j]);
+    const size_t hd = size_t(h) * D;
+    kda::recur(D, from + hd * D, S_all + hd * D, qc + hd, kc + hd, vc + hd, decay + hd, b[h], err,
+               o_row ? o_row + hd : nullptr);
+    if (o_row) kda::gate(D, d.eps, w.o_norm, z + hd, o_row + hd);
   }
 }
 
 void kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, float* S, float* conv, int T,
-               const KdaRows& in, float* out) {
+               const KdaRows& in, float* out, KdaStamp* stamp) {
   const int C = d.heads * d.dim;
   const float* from = S_from;
   for (int t = 0; t < T; t++) {
@@ -237,6 +189,7 @@ void kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, float*
                  out ? in.z + row : nullptr, out ? out + row : nullptr);
     from = S;
   }
+  if (stamp) stamp->to = 0;  // no copy kept
 }
 
 // A shard's tensors need not be 2-byte aligned (a header of odd length is

@@ -6,7 +6,8 @@
 // backend does the arithmetic. Entries: `scalar` (the definitions: plain loops
 // over kernels/ref.h, one thread), `avx2` (kernels/fast_avx2.cpp for the matrix
 // products, threaded; the other ops as scalar), `cuda` (kernels/cuda/: the
-// bf16 and MXFP4 products on the GPU, every other op its CPU entry's own).
+// bf16 and MXFP4 products and the KDA recurrence on the GPU, every other op
+// its CPU entry's own).
 // kernels/backend_test.cpp runs every op of every entry against `scalar` on
 // random inputs; a new entry is tested by adding it to backends().
 //
@@ -14,7 +15,9 @@
 // - Activations and state (every `float*`/`int*` argument) are host memory,
 //   valid for the call only; a device backend copies them in and out (they
 //   are small next to the weights). An output may alias an input only where
-//   the op says so.
+//   the op says so. One exception saves the largest state's upload: a KDA
+//   state may also be named by a stamp (KdaStamp), under which a device
+//   backend keeps a copy of its bits; the host copy stays the truth.
 // - Weights come as a host pointer plus an owner (WeightOwner). owner != 0:
 //   the bytes are stable and unchanged until release(owner) (resident spine
 //   matrices and pieces, the FP32 vectors bound at load, the MoE routers): a
@@ -115,6 +118,16 @@ struct KdaParams {
 struct KdaRows {
   const float *q = nullptr, *k = nullptr, *v = nullptr, *f = nullptr, *beta = nullptr, *z = nullptr;
 };
+// A KDA state's content stamp, for an entry that keeps a copy of the state in
+// its own memory (the CUDA entry: VRAM, so a decode step uploads no state).
+// `from` names S_from's contents (0: none known); the call sets `to` to the
+// name of S's new contents (0: no copy kept; the CPU entries). A stamp names
+// one set of state bits, so a copy of the state (a snapshot) may carry it;
+// whoever changes S on the host sets its stamp to 0. The host S is always
+// written too: it stays the state's truth.
+struct KdaStamp {
+  uint64_t from = 0, to = 0;
+};
 
 // Gated NoPE MLA (spec §3.4) shapes.
 struct MlaDims {
@@ -168,10 +181,10 @@ struct Backend {
   // The first position decays from S_from (S itself, or a saved copy of the
   // state before the chunk), later ones from S; S is [NH][D][D] (key i, value j).
   // out [T][C], or null: the state alone (a rollback replay; in.z unread and
-  // may be null), same state bits.
-  // Bitwise in every entry.
+  // may be null), same state bits. stamp: KdaStamp above, or null (none).
+  // Bitwise in every entry (kernels/kda_parts.h: the parts a device shares).
   void (*kda_chunk)(const KdaDims& d, const KdaParams& w, const float* S_from, float* S, float* conv, int T,
-                    const KdaRows& in, float* out);
+                    const KdaRows& in, float* out, KdaStamp* stamp);
   // MLA attention over the latent cache, absorbed form (spec §3.4, k3/mla.cpp).
   // cache is [base+T][kv_lora+rope] (c′ then k_pe), the T new positions already
   // appended; q is [T][NH][nope+rope], gate [T][NH][v_dim], att [T][NH][v_dim].

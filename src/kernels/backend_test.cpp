@@ -236,14 +236,98 @@ TEST_P(BackendOps, KdaChunkIsBitwiseScalar) {
   for (bool separate : {true, false}) {
     std::vector<float> Sa = separate ? std::vector<float>(S0.size(), NAN) : S0, Sb = Sa;
     std::vector<float> ca = conv0, cb = conv0, oa(size_t(T) * C), ob(oa.size(), NAN);
-    sc().kda_chunk(k.d, k.p(), separate ? S0.data() : Sa.data(), Sa.data(), ca.data(), T, in, oa.data());
-    be().kda_chunk(k.d, k.p(), separate ? S0.data() : Sb.data(), Sb.data(), cb.data(), T, in, ob.data());
+    sc().kda_chunk(k.d, k.p(), separate ? S0.data() : Sa.data(), Sa.data(), ca.data(), T, in, oa.data(), nullptr);
+    be().kda_chunk(k.d, k.p(), separate ? S0.data() : Sb.data(), Sb.data(), cb.data(), T, in, ob.data(), nullptr);
     EXPECT_TRUE(bitwise_equal(Sa, Sb) && bitwise_equal(ca, cb) && bitwise_equal(oa, ob)) << "separate=" << separate;
     // State alone (a replay): the same state bits.
     std::vector<float> Sc = S0, cc = conv0;
-    be().kda_chunk(k.d, k.p(), Sc.data(), Sc.data(), cc.data(), T, in, nullptr);
+    be().kda_chunk(k.d, k.p(), Sc.data(), Sc.data(), cc.data(), T, in, nullptr, nullptr);
     EXPECT_TRUE(bitwise_equal(Sc, Sa) && bitwise_equal(cc, ca)) << "replay, separate=" << separate;
   }
+}
+
+// Heads wider than a device block's threads (a stride), K3's conv kernel.
+TEST_P(BackendOps, KdaWideHeadsAreBitwiseScalar) {
+  Rng rng(19);
+  const int NH = 2, D = 160, C = NH * D, K = 4, T = 2;
+  const KdaDims d{NH, D, K, 1e-6f, -5.0f};
+  auto qc = randn(rng, size_t(C) * K, 0.5f), kc = randn(rng, size_t(C) * K, 0.5f), vc = randn(rng, size_t(C) * K, 0.5f);
+  auto a = randn(rng, NH), dt = randn(rng, C), on = randn(rng, D);
+  for (float& x : a) x = std::exp(x);
+  const KdaParams p{qc.data(), kc.data(), vc.data(), a.data(), dt.data(), on.data(), 0};
+  auto q = randn(rng, size_t(T) * C), kk = randn(rng, size_t(T) * C), v = randn(rng, size_t(T) * C);
+  auto f = randn(rng, size_t(T) * C), beta = randn(rng, size_t(T) * NH), z = randn(rng, size_t(T) * C);
+  const KdaRows in{q.data(), kk.data(), v.data(), f.data(), beta.data(), z.data()};
+  std::vector<float> Sa = randn(rng, size_t(NH) * D * D, 0.1f), Sb = Sa, ca(size_t(3) * (K - 1) * C, 0.0f), cb = ca;
+  std::vector<float> oa(size_t(T) * C), ob(oa.size(), NAN);
+  sc().kda_chunk(d, p, Sa.data(), Sa.data(), ca.data(), T, in, oa.data(), nullptr);
+  be().kda_chunk(d, p, Sb.data(), Sb.data(), cb.data(), T, in, ob.data(), nullptr);
+  EXPECT_TRUE(bitwise_equal(Sa, Sb) && bitwise_equal(ca, cb) && bitwise_equal(oa, ob));
+}
+
+// A sequence's life with stamps (backend.h: KdaStamp), against the scalar
+// entry without them: fresh, continued (a device entry's copy in VRAM), a
+// snapshot restored after its copy moved on, a state changed on the host
+// (stamp 0), a chunk with an undo record and its rollback, a second sequence
+// beside the first. Every state, conv and output bitwise the scalar's.
+TEST_P(BackendOps, KdaStampsKeepTheScalarBits) {
+  Rng rng(18);
+  KdaCase k = kda_case(rng);
+  const int C = 24, NH = 3, D = 8, T = 3;
+  struct Seq {
+    std::vector<float> S, conv;
+    uint64_t stamp = 0;
+  };
+  auto fresh = [&] { return Seq{randn(rng, size_t(NH) * D * D, 0.3f), randn(rng, size_t(3) * 3 * C), 0}; };
+  // One chunk of n positions on both: `ref` by the scalar entry, `got` by this one.
+  auto chunk = [&](Seq& ref, Seq& got, int n, const char* what) {
+    auto q = randn(rng, size_t(n) * C), kk = randn(rng, size_t(n) * C), v = randn(rng, size_t(n) * C);
+    auto f = randn(rng, size_t(n) * C), beta = randn(rng, size_t(n) * NH), z = randn(rng, size_t(n) * C);
+    const KdaRows in{q.data(), kk.data(), v.data(), f.data(), beta.data(), z.data()};
+    std::vector<float> oa(size_t(n) * C), ob(oa.size(), NAN);
+    sc().kda_chunk(k.d, k.p(), ref.S.data(), ref.S.data(), ref.conv.data(), n, in, oa.data(), nullptr);
+    KdaStamp st{got.stamp};
+    be().kda_chunk(k.d, k.p(), got.S.data(), got.S.data(), got.conv.data(), n, in, ob.data(), &st);
+    got.stamp = st.to;
+    EXPECT_TRUE(bitwise_equal(ref.S, got.S) && bitwise_equal(ref.conv, got.conv) && bitwise_equal(oa, ob)) << what;
+  };
+  Seq a = fresh(), ga = a;
+  chunk(a, ga, T, "fresh");
+  chunk(a, ga, 1, "continued");
+  chunk(a, ga, 1, "continued again");
+  const Seq snap = a, gsnap = ga;
+  chunk(a, ga, 2, "after the snapshot");
+  a = snap, ga = gsnap;
+  chunk(a, ga, 1, "restored snapshot");
+  Seq b = fresh(), gb = b;
+  chunk(b, gb, 2, "second sequence");
+  chunk(a, ga, 1, "first again");
+  a.S[5] += 1.0f, ga.S[5] += 1.0f, ga.stamp = 0;
+  chunk(a, ga, 1, "changed on the host");
+  // An undo record: the chunk decays from the pre-chunk buffer into another,
+  // then a rollback to `keep` positions replays in place from the pre-chunk bits.
+  for (int keep : {0, 2}) {
+    const int n = 3;
+    auto q = randn(rng, size_t(n) * C), kk = randn(rng, size_t(n) * C), v = randn(rng, size_t(n) * C);
+    auto f = randn(rng, size_t(n) * C), beta = randn(rng, size_t(n) * NH), z = randn(rng, size_t(n) * C);
+    const KdaRows in{q.data(), kk.data(), v.data(), f.data(), beta.data(), z.data()};
+    std::vector<float> oa(size_t(n) * C), ob(oa.size(), NAN), Sa(a.S.size(), NAN), Sb(Sa.size(), NAN);
+    const std::vector<float> conv_a = a.conv, conv_b = ga.conv;
+    sc().kda_chunk(k.d, k.p(), a.S.data(), Sa.data(), a.conv.data(), n, in, oa.data(), nullptr);
+    KdaStamp st{ga.stamp};
+    be().kda_chunk(k.d, k.p(), ga.S.data(), Sb.data(), ga.conv.data(), n, in, ob.data(), &st);
+    EXPECT_TRUE(bitwise_equal(Sa, Sb) && bitwise_equal(a.conv, ga.conv) && bitwise_equal(oa, ob)) << "undo chunk";
+    // Rollback: the pre-chunk state (a.S / ga.S untouched, stamp ga.stamp) replays `keep` positions.
+    a.conv = conv_a, ga.conv = conv_b;
+    const KdaRows replay{q.data(), kk.data(), v.data(), f.data(), beta.data(), nullptr};
+    sc().kda_chunk(k.d, k.p(), a.S.data(), a.S.data(), a.conv.data(), keep, replay, nullptr, nullptr);
+    KdaStamp rs{ga.stamp};
+    be().kda_chunk(k.d, k.p(), ga.S.data(), ga.S.data(), ga.conv.data(), keep, replay, nullptr, &rs);
+    ga.stamp = rs.to;
+    EXPECT_TRUE(bitwise_equal(a.S, ga.S) && bitwise_equal(a.conv, ga.conv)) << "rollback keep=" << keep;
+    chunk(a, ga, 1, "after the rollback");
+  }
+  chunk(b, gb, 1, "second sequence again");
 }
 
 TEST_P(BackendOps, MlaAttendCloseToScalar) {
@@ -352,12 +436,12 @@ TEST(ScalarBackend, KdaChunkEqualsStepByStep) {
   std::vector<float> S(size_t(NH) * 64, 0.0f), conv(size_t(3) * 3 * C, 0.0f), out(size_t(T) * C);
   std::vector<float> S1 = S, conv1 = conv, out1(out.size());
   scalar_backend().kda_chunk(k.d, k.p(), S.data(), S.data(), conv.data(), T,
-                             {q.data(), kk.data(), v.data(), f.data(), beta.data(), z.data()}, out.data());
+                             {q.data(), kk.data(), v.data(), f.data(), beta.data(), z.data()}, out.data(), nullptr);
   for (int t = 0; t < T; t++) {
     const size_t r = size_t(t) * C;
     scalar_backend().kda_chunk(k.d, k.p(), S1.data(), S1.data(), conv1.data(), 1,
                                {q.data() + r, kk.data() + r, v.data() + r, f.data() + r, beta.data() + t * NH, z.data() + r},
-                               out1.data() + r);
+                               out1.data() + r, nullptr);
   }
   EXPECT_TRUE(bitwise_equal(S, S1) && bitwise_equal(conv, conv1) && bitwise_equal(out, out1));
   // Nothing non-finite and the state moved.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -16,6 +17,8 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/upload.h"
+#include "kernels/kda_parts.h"
+#include "kernels/ref.h"
 
 namespace sluice::cuda {
 namespace {
@@ -79,6 +82,25 @@ struct Tier {
   uint64_t clock = 0;
 };
 
+// KDA states kept in VRAM (backend.h: KdaStamp), by the stamp naming their
+// bits. A decode step finds its layer's state here and advances it in place
+// (re-stamped); only a state the entry has not seen (a fresh sequence, a
+// restored snapshot whose copy has moved on, one evicted) is uploaded. The
+// host copy is written back every call. Least recently used out first past
+// kStateCap bytes or when VRAM is short; a closed model's go on release().
+constexpr size_t kStateCap = size_t(8) << 30;  // a K3 sequence's KDA states: 0.44 GB
+struct StateCopy {
+  float* dev = nullptr;
+  size_t floats = 0;
+  WeightOwner owner = 0;
+  uint64_t used = 0;
+};
+struct KdaStates {
+  std::unordered_map<uint64_t, StateCopy> by_stamp;
+  uint64_t next_stamp = 1, clock = 0, bytes = 0;
+  std::vector<float> host;  // the prepared rows (kda_parts.h), reused
+};
+
 struct State {
   std::mutex mu;
   const Backend* cpu = nullptr;
@@ -88,6 +110,7 @@ struct State {
   Arena arena;
   std::unordered_map<const void*, Mirror> mirrors;
   Tier tier;
+  KdaStates kda;
   EntryStats stats;
   std::string device;
   // Host ranges pinned by register_host: start -> bytes. Its own mutex: the
@@ -372,10 +395,180 @@ void gpu_matmul_mxfp4(const Mxfp4Ref& W, const float* X, int n, float* Y) {
 }
 void gpu_matvec_mxfp4(const Mxfp4Ref& W, const float* x, float* y) { gpu_matmul_mxfp4(W, x, 1, y); }
 
+// ---- KDA ---------------------------------------------------------------------
+
+void drop_state(State& s, std::unordered_map<uint64_t, StateCopy>::iterator it) {
+  cudaFree(it->second.dev);
+  s.kda.bytes -= it->second.floats * sizeof(float);
+  s.kda.by_stamp.erase(it);
+}
+
+// A fresh VRAM buffer for a state of `floats`, evicting the least recently
+// used copies past the cap or while VRAM is short (states may use half the
+// reserve the mirrors leave: they are small and every step needs them).
+// nullptr: none to be had (the call then uses its arena).
+float* new_state_buffer(State& s, size_t floats) {
+  const size_t n = floats * sizeof(float);
+  auto lru = [&] {
+    auto victim = s.kda.by_stamp.begin();
+    for (auto it = s.kda.by_stamp.begin(); it != s.kda.by_stamp.end(); ++it)
+      if (it->second.used < victim->second.used) victim = it;
+    return victim;
+  };
+  while (!s.kda.by_stamp.empty() && s.kda.bytes + n > kStateCap) drop_state(s, lru());
+  for (;;) {
+    size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    if (free_b >= n + kReserve / 2) {
+      float* d = nullptr;
+      if (cudaMalloc(&d, n) == cudaSuccess) return d;
+      cudaGetLastError();
+    }
+    if (s.kda.by_stamp.empty()) return nullptr;
+    drop_state(s, lru());
+  }
+}
+
+// kda_chunk (backend.h): the conv, norms and gates on the host (kda::prepare,
+// the scalar entry's own code: their exp and sqrt are the host's), the
+// recurrence on the GPU against the state's VRAM copy, the gated output norm
+// on the host. Bitwise the scalar entry.
+void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, float* S, float* conv, int T,
+                   const KdaRows& in, float* out, KdaStamp* stamp) {
+  const bool in_place = S_from == S;
+  if (T <= 0) {
+    if (stamp) stamp->to = in_place ? stamp->from : 0;
+    return;
+  }
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const CallTimer timer{s};
+  const int NH = d.heads, D = d.dim, C = NH * D;
+  const size_t TC = size_t(T) * C, nS = size_t(NH) * D * D;
+
+  // Host: every position's prepared rows (conv advances here).
+  std::vector<float>& h = s.kda.host;
+  h.resize(4 * TC + size_t(T) * NH);
+  float *qc = h.data(), *kc = qc + TC, *vc = kc + TC, *dec = vc + TC, *b = dec + TC;
+  for (int t = 0; t < T; t++) {
+    const size_t row = size_t(t) * C;
+    kda::prepare(d, w, conv, in.q + row, in.k + row, in.v + row, in.f + row, in.beta + size_t(t) * NH, qc + row,
+                 kc + row, vc + row, dec + row, b + size_t(t) * NH);
+  }
+
+  // The state's VRAM copy: found by its stamp, else uploaded.
+  auto found = stamp && stamp->from ? s.kda.by_stamp.find(stamp->from) : s.kda.by_stamp.end();
+  if (found != s.kda.by_stamp.end() && found->second.floats != nS) {
+    drop_state(s, found);
+    found = s.kda.by_stamp.end();
+  }
+  const bool have = found != s.kda.by_stamp.end();
+  StateCopy from_copy;  // the state's copy, out of the map while this call uses it
+  if (have) {
+    from_copy = found->second;
+    s.kda.by_stamp.erase(found);
+    s.kda.bytes -= nS * sizeof(float);
+    s.stats.kda_state_hits++;
+  }
+  // Where S's new bits go: in place, the copy itself (re-stamped below: its
+  // old bits are gone); else a new copy (the pre-chunk one stays as it is: an
+  // undo record holds those bits), or the arena when VRAM has no room.
+  float* keep = have && in_place ? from_copy.dev : new_state_buffer(s, nS);
+  if (have && !in_place) {
+    from_copy.used = ++s.kda.clock;
+    s.kda.by_stamp[stamp->from] = from_copy;
+    s.kda.bytes += nS * sizeof(float);
+  }
+  s.arena.plan(4 * TC * sizeof(float) + size_t(T) * NH * sizeof(float));
+  if (out) s.arena.plan(TC * sizeof(float));
+  if (!keep) s.arena.plan(nS * sizeof(float));
+  if (!have && !in_place) s.arena.plan(nS * sizeof(float));
+  s.arena.begin();
+  float* dS = keep ? keep : static_cast<float*>(s.arena.take(nS * sizeof(float)));
+  float* dF = in_place ? dS : have ? from_copy.dev : static_cast<float*>(s.arena.take(nS * sizeof(float)));
+  if (!have) {  // the state's bits from the host
+    check(cudaMemcpyAsync(dF, S_from, nS * sizeof(float), cudaMemcpyHostToDevice, s.stream), "h2d (KDA state)");
+    s.stats.kda_state_uploaded_bytes += nS * sizeof(float);
+  }
+  const float* dq = put_floats(s, qc, 4 * TC + size_t(T) * NH);
+  float* dout = out ? static_cast<float*>(s.arena.take(TC * sizeof(float))) : nullptr;
+  kda_recur(NH, D, T, dF, dS, dq, dq + TC, dq + 2 * TC, dq + 3 * TC, dq + 4 * TC, dout, s.stream);
+  get_floats(s, S, dS, nS);
+  if (out) get_floats(s, out, dout, TC);
+  finish(s);
+  s.stats.kda_calls++;
+  if (out)
+    for (int t = 0; t < T; t++)
+      for (int hd = 0; hd < NH; hd++) {
+        const size_t at = size_t(t) * C + size_t(hd) * D;
+        kda::gate(D, d.eps, w.o_norm, in.z + at, out + at);
+      }
+  uint64_t to = 0;
+  if (keep) {
+    to = s.kda.next_stamp++;
+    s.kda.by_stamp[to] = {keep, nS, w.owner, ++s.kda.clock};
+    s.kda.bytes += nS * sizeof(float);
+  }
+  s.stats.kda_state_bytes = s.kda.bytes;
+  if (stamp) stamp->to = to;
+}
+
+// ---- MLA attention --------------------------------------------------------
+
+// mla_attend (backend.h): q̂, the scores and ĉ on the GPU (cuda.h: bitwise the
+// scalar loops), the softmax between them on the host (ref::softmax: its exp
+// is the host's), U_h ĉ this entry's bf16 GEMV, the σ(gate) on the host. So
+// everything is the scalar entry's bits except U_h ĉ, as the op says. The
+// latent cache is uploaded whole each call ((base+T)·(kv_lora+rope) floats).
+void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
+                    const float* gate, float* att) {
+  if (T <= 0) return;
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const CallTimer timer{s};
+  const int NH = d.heads, NOPE = d.nope, ROPE = d.rope, VD = d.v_dim, KVL = d.kv_lora;
+  const int QH = NOPE + ROPE, KVW = KVL + ROPE, KVB = NOPE + VD;
+  const size_t ld = size_t(base + T), rows = size_t(T) * NH;
+  WeightPiece w{kv_b.w, size_t(NH) * KVB * KVL * 2, kv_b.owner};
+  plan_weight(s, w);
+  for (size_t n : {ld * KVW, rows * QH, rows * KVL, rows * ld, rows * KVL, rows * VD}) s.arena.plan(n * sizeof(float));
+  s.arena.begin();
+  const uint16_t* dw = static_cast<const uint16_t*>(place_weight(s, w));
+  s.up->fence(s.stream);
+  const float* dcache = put_floats(s, cache, ld * KVW);
+  const float* dq = put_floats(s, q, rows * QH);
+  auto take = [&](size_t n) { return static_cast<float*>(s.arena.take(n * sizeof(float))); };
+  float *dqhat = take(rows * KVL), *dscore = take(rows * ld), *dchat = take(rows * KVL), *datt = take(rows * VD);
+  mla_qhat(dw, NH, NOPE, VD, KVL, ROPE, T, dq, dqhat, s.stream);
+  mla_scores(NH, NOPE, KVL, ROPE, base, T, dqhat, dq, dcache, 1.0f / std::sqrt(float(QH)), dscore, s.stream);
+  std::vector<float>& p = s.kda.host;  // host scratch, reused (the entry's calls are serialized)
+  p.resize(rows * ld);
+  get_floats(s, p.data(), dscore, rows * ld);
+  check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize");
+  for (int t = 0; t < T; t++)
+    for (int h = 0; h < NH; h++) ref::softmax(p.data() + (size_t(t) * NH + h) * ld, int(base + t + 1));
+  check(cudaMemcpyAsync(dscore, p.data(), rows * ld * sizeof(float), cudaMemcpyHostToDevice, s.stream), "h2d (p)");
+  mla_mix(NH, KVL, ROPE, base, T, dscore, dcache, dchat, s.stream);
+  for (size_t r = 0; r < rows; r++) {
+    const int h = int(r % size_t(NH));
+    matvec_bf16(dw + (size_t(h) * KVB + NOPE) * KVL, VD, KVL, dchat + r * KVL, datt + r * VD, s.stream);
+  }
+  s.stats.weight_bytes += w.bytes;
+  get_floats(s, att, datt, rows * VD);
+  finish(s);
+  s.stats.mla_calls++;
+  for (size_t i = 0; i < rows * VD; i++) att[i] *= ref::sigmoid(gate[i]);
+}
+
 void gpu_release(WeightOwner owner) {
   State& s = st();
   {
     std::lock_guard<std::mutex> lock(s.mu);
+    for (auto it = s.kda.by_stamp.begin(); it != s.kda.by_stamp.end();) {
+      auto cur = it++;
+      if (cur->second.owner == owner) drop_state(s, cur);
+    }
+    s.stats.kda_state_bytes = s.kda.bytes;
     for (auto it = s.mirrors.begin(); it != s.mirrors.end();) {
       if (it->second.owner == owner) {
         cudaFree(it->second.dev);
@@ -530,6 +723,8 @@ const Backend* backend_entry(const Backend& cpu, std::string* why) {
   s.table.matvec_mxfp4 = gpu_matvec_mxfp4;
   s.table.matmul_mxfp4 = gpu_matmul_mxfp4;
   s.table.grouped_mxfp4 = gpu_grouped_mxfp4;
+  s.table.kda_chunk = gpu_kda_chunk;
+  s.table.mla_attend = gpu_mla_attend;
   s.table.release = gpu_release;
   s.table.register_host = gpu_register_host;
   s.table.unregister_host = gpu_unregister_host;
@@ -559,8 +754,8 @@ std::string describe() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.cpu) return "cuda (not initialized)";
   return s.device + "; GPU: matvec/matmul bf16 and MXFP4, grouped MXFP4 (MXFP4 rows up to " +
-         std::to_string(kMaxMxfp4Cols) + " columns); CPU (" + s.cpu->name +
-         "): int8 products, rmsnorm, add, SiTU-GLU, AttnRes, router, MoE combine, KDA, MLA attention";
+         std::to_string(kMaxMxfp4Cols) + " columns), the KDA recurrence (state in VRAM), MLA attention; CPU (" + s.cpu->name +
+         "): int8 products, rmsnorm, add, SiTU-GLU, AttnRes, router, MoE combine, KDA conv/norms/gates, softmax";
 }
 
 }  // namespace sluice::cuda

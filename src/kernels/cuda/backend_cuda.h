@@ -2,11 +2,21 @@
 // (kernels/backend.h), built only with SLUICE_CUDA.
 //
 // On the GPU: the matrix products (matvec/matmul over bf16 and MXFP4, grouped
-// MXFP4), with the kernels of cuda.h. Every other op is the CPU entry's own
-// function (the row ops are "bitwise in every entry", which the scalar loops
-// define; KDA, MLA, AttnRes, the router and the combine are small next to the
+// MXFP4), with the kernels of cuda.h, and the KDA recurrence (kda_chunk: its
+// O(D²)-per-head state update on the GPU, the conv, norms and gates on the
+// host with the scalar entry's own code, kernels/kda_parts.h: bitwise the
+// scalar entry), and MLA attention over the latent cache (its sums on the
+// GPU in the scalar order, the softmax and gates on the host: the scalar
+// entry's bits but for U_h ĉ, a GPU GEMV). Every other op is the CPU entry's
+// own function (the row ops are "bitwise in every entry", which the scalar
+// loops define; AttnRes, the router and the combine are small next to the
 // weights they follow; the int8 spine products have no GPU kernel yet).
 // describe() says which.
+//
+// KDA states stay in VRAM between calls, named by their stamps (backend.h:
+// KdaStamp): a decode step uploads none, only the written-back host copy
+// crosses the bus (4·NH·D² bytes a layer; K3: 6.3 MB). At most 8 GiB of them,
+// least recently used out first; a closed model's go with release(owner).
 //
 // Weights: owner != 0 (stable bytes) are mirrored in VRAM on first use and
 // kept until release(owner) — the whole spine when it fits ("spine in
@@ -37,7 +47,7 @@ const Backend* backend_entry(const Backend& cpu, std::string* why);
 
 // What the entry has done so far (for --stats and the benchmark).
 struct EntryStats {
-  uint64_t gpu_calls = 0;       // matrix-product calls run on the GPU
+  uint64_t gpu_calls = 0;       // calls run on the GPU (products, KDA, MLA)
   double call_seconds = 0;      // host wall time inside those calls (uploads, kernels, copies, waits)
   uint64_t resident_weights = 0, resident_bytes = 0;  // VRAM mirrors now held
   uint64_t resident_bytes_peak = 0;                   // the most held at once (a closed model releases its own)
@@ -48,6 +58,11 @@ struct EntryStats {
   uint64_t tier_bytes = 0;      // VRAM the tier holds now
   uint64_t pinned_host_bytes = 0;  // host memory registered (pinned) now
   uint64_t cpu_matrix_calls = 0;  // MXFP4 products of a shape the kernels do not take (run on the CPU)
+  uint64_t kda_calls = 0;         // KDA chunks run on the GPU
+  uint64_t kda_state_hits = 0;    // of which found their state in VRAM (no upload)
+  uint64_t kda_state_uploaded_bytes = 0;  // KDA state bytes uploaded (fresh, restored or evicted states)
+  uint64_t kda_state_bytes = 0;   // VRAM the KDA state copies hold now
+  uint64_t mla_calls = 0;         // MLA attention calls run on the GPU
 };
 EntryStats entry_stats();
 

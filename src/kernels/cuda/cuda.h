@@ -124,4 +124,26 @@ void rmsnorm_rows(const float* X, const float* w, int n, int width, float eps, f
 void situ_glu(const float* g, const float* u, int64_t n, float beta, float beta_lin, float* out,
               void* stream = nullptr);
 
+// ---- KDA -------------------------------------------------------------------
+// The KDA recurrence (kernels/kda_parts.h: kda::recur) for T positions of NH
+// heads of width D, on device memory: position 0 decays from F (which may be
+// S), later ones from S ([NH][D][D]); q, k, v, decay are [T][NH·D] (prepared:
+// conv, norms and gates done), b [T][NH] (σ(β)); o [T][NH·D] (before the
+// gated norm), or null: the state alone. Bitwise kda::recur: column j of a
+// head is one thread's, its sums over i in order, no contraction.
+void kda_recur(int NH, int D, int T, const float* F, float* S, const float* q, const float* k, const float* v,
+               const float* decay, const float* b, float* o, void* stream = nullptr);
+
+// ---- MLA attention (backend.h: mla_attend), per head h and new position t --
+// kv_b [NH][nope+v_dim][kv_lora] bf16; q [T][NH][nope+rope]; cache
+// [base+T][kv_lora+rope]; score and p [T][NH][base+T] (row t's first
+// base+t+1 used); qhat and chat [T][NH][kv_lora]. Each output one thread's
+// sum in the scalar entry's order: bitwise its qhat, scores and ĉ.
+void mla_qhat(const uint16_t* kv_b, int NH, int nope, int v_dim, int kv_lora, int rope, int T, const float* q,
+              float* qhat, void* stream = nullptr);
+void mla_scores(int NH, int nope, int kv_lora, int rope, int64_t base, int T, const float* qhat, const float* q,
+                const float* cache, float scale, float* score, void* stream = nullptr);
+void mla_mix(int NH, int kv_lora, int rope, int64_t base, int T, const float* p, const float* cache, float* chat,
+             void* stream = nullptr);
+
 }  // namespace sluice::cuda
