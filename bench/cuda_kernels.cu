@@ -18,15 +18,18 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/upload.h"
+#include "kernels/kda_parts.h"
 #include "kernels/ref.h"
 
 using namespace sluice;
@@ -460,6 +463,80 @@ int main(int argc, char** argv) {
         summary.push_back({what, gbs, gbs / h2d_chunk});
       }
     cudaFree(slots);
+  }
+
+  // ---- Sequence-state ops at K3's shapes: the KDA recurrence of one decode
+  // token (96 heads × 128², 6.3 MB of state, read and written), rotating over
+  // 16 layers' states (past L2), against the host loop (kda::recur, one
+  // thread); MLA's latent sums (64 heads, kv_lora 512 + rope 64) over 4096
+  // cached positions. Bytes: the least each must move (state read + written;
+  // the cache read by scores and by the mix, the key half of kv_b once).
+  {
+    const int NH = 96, D = 128, C = NH * D, layers = 16;
+    const size_t nS = size_t(NH) * D * D;
+    float* S = static_cast<float*>(dev_alloc(layers * nS * sizeof(float)));
+    random_bytes(S, layers * nS * sizeof(float), 30, 0x30, 0x08);  // floats of modest size
+    std::vector<float> hq(C), hk(C), hv(C), hd(C), hb(NH);
+    std::mt19937 rng(31);
+    std::uniform_real_distribution<float> u01(0.0f, 1.0f), sym(-0.1f, 0.1f);
+    for (int i = 0; i < C; i++) hq[i] = sym(rng), hk[i] = sym(rng), hv[i] = sym(rng), hd[i] = u01(rng);
+    for (float& x : hb) x = u01(rng);
+    float* in = static_cast<float*>(dev_alloc((5 * size_t(C)) * sizeof(float)));
+    ok(cudaMemcpy(in, hq.data(), C * 4, cudaMemcpyHostToDevice), "h2d");
+    ok(cudaMemcpy(in + C, hk.data(), C * 4, cudaMemcpyHostToDevice), "h2d");
+    ok(cudaMemcpy(in + 2 * C, hv.data(), C * 4, cudaMemcpyHostToDevice), "h2d");
+    ok(cudaMemcpy(in + 3 * C, hd.data(), C * 4, cudaMemcpyHostToDevice), "h2d");
+    ok(cudaMemcpy(in + 4 * C, hb.data(), NH * 4, cudaMemcpyHostToDevice), "h2d");
+    float* o = in + 4 * C + NH;
+    const double ms = time_ms(layers, [&](int i) {
+      float* Si = S + size_t(i % layers) * nS;
+      cuda::kda_recur(NH, D, 1, Si, Si, in, in + C, in + 2 * C, in + 3 * C, in + 4 * C, o);
+    });
+    report("KDA recurrence, K3 (96 x 128^2), one token", 2.0 * nS * 4, ms, g_ceiling);
+    std::vector<float> hS(nS), err(D), ho(C);
+    for (size_t i = 0; i < nS; i++) hS[i] = sym(rng);
+    std::vector<double> host_ms;
+    for (int rep = 0; rep < 5; rep++) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int h = 0; h < NH; h++) {
+        const size_t hd0 = size_t(h) * D;
+        kda::recur(D, hS.data() + hd0 * D, hS.data() + hd0 * D, hq.data() + hd0, hk.data() + hd0, hv.data() + hd0,
+                   hd.data() + hd0, hb[h], err.data(), ho.data() + hd0);
+      }
+      host_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(host_ms.begin(), host_ms.end());
+    std::printf("  the same on the host (kda::recur, one thread): %.3f ms, %.1fx the GPU's\n", host_ms[2],
+                host_ms[2] / ms);
+    cudaFree(in);
+    cudaFree(S);
+
+    const int MH = 64, NOPE = 128, ROPE = 64, VD = 128, KVL = 512, KVW = KVL + ROPE, N = 4096;
+    const size_t kvb = size_t(MH) * (NOPE + VD) * KVL;
+    uint16_t* kv_b = static_cast<uint16_t*>(dev_alloc(kvb * 2));
+    random_bytes(kv_b, kvb * 2, 32, 0x30, 0x08);
+    float* cache = static_cast<float*>(dev_alloc(size_t(N) * KVW * 4));
+    random_bytes(cache, size_t(N) * KVW * 4, 33, 0x30, 0x08);
+    float* qm = static_cast<float*>(dev_alloc(size_t(MH) * (NOPE + ROPE) * 4));
+    random_bytes(qm, size_t(MH) * (NOPE + ROPE) * 4, 34, 0x30, 0x08);
+    float* qhat = static_cast<float*>(dev_alloc(size_t(MH) * KVW * 4));
+    float* score = static_cast<float*>(dev_alloc(size_t(MH) * N * 4));
+    float* chat = static_cast<float*>(dev_alloc(size_t(MH) * KVL * 4));
+    const double qms = time_ms(8, [&](int) { cuda::mla_qhat(kv_b, MH, NOPE, VD, KVL, ROPE, 1, qm, qhat); });
+    const double sms_ = time_ms(8, [&](int) {
+      cuda::mla_scores(MH, KVL, ROPE, N - 1, 1, qhat, cache, 0.07f, score);
+    });
+    ok(cudaMemset(score, 0, size_t(MH) * N * 4), "memset");  // any weights: timing only
+    const double mms = time_ms(8, [&](int) { cuda::mla_mix(MH, KVL, ROPE, N - 1, 1, score, cache, chat); });
+    report("MLA q-hat (K3: 64 heads x 128 x 512)", double(MH) * NOPE * KVL * 2, qms, g_ceiling);
+    report("MLA scores over 4096 positions", double(N) * KVW * 4, sms_, g_ceiling);
+    report("MLA mix over 4096 positions", double(N) * KVW * 4, mms, g_ceiling);
+    cudaFree(kv_b);
+    cudaFree(cache);
+    cudaFree(qm);
+    cudaFree(qhat);
+    cudaFree(score);
+    cudaFree(chat);
   }
 
   std::printf("\n%-62s %10s %8s\n", "summary", "GB/s", "fraction");

@@ -74,7 +74,7 @@ void kda_forward_rows(const ModelConfig& c, Spine& sp, const KdaWeights& w, std:
       undo->S_stamp = st.stamp;
     }
     const size_t row = t0 * C;
-    KdaStamp stamp{st.stamp};
+    StateStamp stamp{st.stamp};
     be.kda_chunk(d, p, from, st.S.data(), st.conv.data(), lens[seg],
                  {q.data() + row, k.data() + row, v.data() + row, f.data() + row, beta.data() + t0 * NH, z.data() + row},
                  y.data() + row, &stamp);
@@ -95,7 +95,7 @@ void kda_rollback(const Backend& be, WeightOwner owner, const ModelConfig& c, co
                   KdaUndo& undo, int keep) {
   std::swap(undo.S, st.S);
   st.conv = undo.conv;
-  KdaStamp stamp{undo.S_stamp};
+  StateStamp stamp{undo.S_stamp};
   // z is not read when only the state advances.
   be.kda_chunk(kda_dims(c), kda_params(w, owner), st.S.data(), st.S.data(), st.conv.data(), keep,
                {undo.q.data(), undo.k.data(), undo.v.data(), undo.f.data(), undo.beta.data(), nullptr}, nullptr, &stamp);

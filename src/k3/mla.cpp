@@ -49,8 +49,10 @@ void mla_forward_rows(const ModelConfig& c, Spine& sp, const MlaWeights& w, std:
     for (int t = 0; t < Ts; t++)
       for (int i = 0; i < ROPE; i++) dst[size_t(t) * KVW + KVL + i] = src[size_t(t) * KVW + KVL + i];
     cache.len = base + Ts;
+    StateStamp stamp{cache.stamp};
     be.mla_attend(d, kv_b, cache.kv.data(), base, Ts, q.data() + row0 * NH * QH, gate.data() + row0 * NH * VD,
-                  att.data() + row0 * NH * VD);
+                  att.data() + row0 * NH * VD, &stamp);
+    cache.stamp = stamp.to;
   }
 
   sp.matmul(w.o, att.data(), T, out);

@@ -27,6 +27,7 @@ void SequenceState::reset() {
   for (auto& m : mla) {
     m.kv.clear();
     m.len = 0;
+    m.stamp = 0;
   }
 }
 

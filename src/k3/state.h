@@ -16,7 +16,7 @@ namespace sluice {
 struct KdaLayerState {
   std::vector<float> S;     // [NH][D key i][D value j], FP32, starts at zero
   std::vector<float> conv;  // [3 (q,k,v)][K-1][C] previous pre-conv projections, oldest first
-  // Names S's bits for a device copy of them (kernels/backend.h: KdaStamp);
+  // Names S's bits for a device copy of them (kernels/backend.h: StateStamp);
   // 0: none. Copies carry it; whatever writes S here on the host sets it to 0.
   uint64_t stamp = 0;
 };
@@ -24,6 +24,9 @@ struct KdaLayerState {
 struct MlaLayerCache {
   std::vector<float> kv;  // [len][kv_lora + rope]: c' then k_pe, FP32
   int64_t len = 0;
+  // Names kv's bits for a device copy (kernels/backend.h: StateStamp); 0:
+  // none. Cutting the cache back keeps it; rewriting rows on the host sets 0.
+  uint64_t stamp = 0;
 };
 
 struct SequenceState {

@@ -180,7 +180,7 @@ void kda_position(const KdaDims& d, const KdaParams& w, const float* from, float
 }
 
 void kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, float* S, float* conv, int T,
-               const KdaRows& in, float* out, KdaStamp* stamp) {
+               const KdaRows& in, float* out, StateStamp* stamp) {
   const int C = d.heads * d.dim;
   const float* from = S_from;
   for (int t = 0; t < T; t++) {
@@ -202,7 +202,8 @@ inline float bf16_at(const uint16_t* p) {
 
 template <void (*Matvec)(const Bf16Ref&, const float*, float*)>
 void mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
-                const float* gate, float* att) {
+                const float* gate, float* att, StateStamp* stamp) {
+  if (stamp) stamp->to = 0;  // no copy kept
   const int NH = d.heads, NOPE = d.nope, ROPE = d.rope, VD = d.v_dim, KVL = d.kv_lora;
   const int QH = NOPE + ROPE, KVW = KVL + ROPE, KVB = NOPE + VD;
   const float scale = 1.0f / std::sqrt(float(QH));

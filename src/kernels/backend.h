@@ -15,9 +15,10 @@
 // - Activations and state (every `float*`/`int*` argument) are host memory,
 //   valid for the call only; a device backend copies them in and out (they
 //   are small next to the weights). An output may alias an input only where
-//   the op says so. One exception saves the largest state's upload: a KDA
-//   state may also be named by a stamp (KdaStamp), under which a device
-//   backend keeps a copy of its bits; the host copy stays the truth.
+//   the op says so. One exception saves the sequence state's uploads: a KDA
+//   state and an MLA cache may also be named by a stamp (StateStamp), under
+//   which a device backend keeps a copy of their bits; the host copy stays
+//   the truth.
 // - Weights come as a host pointer plus an owner (WeightOwner). owner != 0:
 //   the bytes are stable and unchanged until release(owner) (resident spine
 //   matrices and pieces, the FP32 vectors bound at load, the MoE routers): a
@@ -118,14 +119,16 @@ struct KdaParams {
 struct KdaRows {
   const float *q = nullptr, *k = nullptr, *v = nullptr, *f = nullptr, *beta = nullptr, *z = nullptr;
 };
-// A KDA state's content stamp, for an entry that keeps a copy of the state in
-// its own memory (the CUDA entry: VRAM, so a decode step uploads no state).
-// `from` names S_from's contents (0: none known); the call sets `to` to the
-// name of S's new contents (0: no copy kept; the CPU entries). A stamp names
-// one set of state bits, so a copy of the state (a snapshot) may carry it;
-// whoever changes S on the host sets its stamp to 0. The host S is always
-// written too: it stays the state's truth.
-struct KdaStamp {
+// A sequence state's content stamp (a KDA state, an MLA latent cache), for an
+// entry that keeps a copy of the state in its own memory (the CUDA entry:
+// VRAM, so a decode step uploads no state). `from` names the state's bits
+// before the call (0: none known); the call sets `to` to the name of its bits
+// after (0: no copy kept; the CPU entries). A stamp names one set of state
+// bits, so a copy of the state (a snapshot) may carry it; whoever changes
+// those bits on the host sets its stamp to 0 (an MLA cache cut back to a
+// prefix keeps its stamp: the prefix's bits are unchanged). The host copy is
+// always written too: it stays the state's truth.
+struct StateStamp {
   uint64_t from = 0, to = 0;
 };
 
@@ -181,10 +184,10 @@ struct Backend {
   // The first position decays from S_from (S itself, or a saved copy of the
   // state before the chunk), later ones from S; S is [NH][D][D] (key i, value j).
   // out [T][C], or null: the state alone (a rollback replay; in.z unread and
-  // may be null), same state bits. stamp: KdaStamp above, or null (none).
+  // may be null), same state bits. stamp: StateStamp above, or null (none).
   // Bitwise in every entry (kernels/kda_parts.h: the parts a device shares).
   void (*kda_chunk)(const KdaDims& d, const KdaParams& w, const float* S_from, float* S, float* conv, int T,
-                    const KdaRows& in, float* out, KdaStamp* stamp);
+                    const KdaRows& in, float* out, StateStamp* stamp);
   // MLA attention over the latent cache, absorbed form (spec §3.4, k3/mla.cpp).
   // cache is [base+T][kv_lora+rope] (c′ then k_pe), the T new positions already
   // appended; q is [T][NH][nope+rope], gate [T][NH][v_dim], att [T][NH][v_dim].
@@ -193,8 +196,10 @@ struct Backend {
   //   ĉ = Σ_τ softmax(s)(τ) c′(τ),  att = (U_h ĉ) ⊙ σ(gate)
   // with K_h, U_h head h's key / value rows of kv_b ([NH][nope+v_dim][kv_lora]).
   // Everything in scalar order except U_h ĉ, which is this entry's matvec_bf16.
+  // stamp (StateStamp above, or null): `from` names cache rows 0..base-1, `to`
+  // the rows 0..base+T-1 after the call.
   void (*mla_attend)(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T,
-                     const float* q, const float* gate, float* att);
+                     const float* q, const float* gate, float* att, StateStamp* stamp);
 
   // Forgets anything kept for weights of `owner` (a device copy); the CPU
   // entries keep nothing. Called when the model that owns them closes.

@@ -249,23 +249,26 @@ TEST_P(BackendOps, KdaChunkIsBitwiseScalar) {
 // Heads wider than a device block's threads (a stride), K3's conv kernel.
 TEST_P(BackendOps, KdaWideHeadsAreBitwiseScalar) {
   Rng rng(19);
-  const int NH = 2, D = 160, C = NH * D, K = 4, T = 2;
-  const KdaDims d{NH, D, K, 1e-6f, -5.0f};
-  auto qc = randn(rng, size_t(C) * K, 0.5f), kc = randn(rng, size_t(C) * K, 0.5f), vc = randn(rng, size_t(C) * K, 0.5f);
-  auto a = randn(rng, NH), dt = randn(rng, C), on = randn(rng, D);
-  for (float& x : a) x = std::exp(x);
-  const KdaParams p{qc.data(), kc.data(), vc.data(), a.data(), dt.data(), on.data(), 0};
-  auto q = randn(rng, size_t(T) * C), kk = randn(rng, size_t(T) * C), v = randn(rng, size_t(T) * C);
-  auto f = randn(rng, size_t(T) * C), beta = randn(rng, size_t(T) * NH), z = randn(rng, size_t(T) * C);
-  const KdaRows in{q.data(), kk.data(), v.data(), f.data(), beta.data(), z.data()};
-  std::vector<float> Sa = randn(rng, size_t(NH) * D * D, 0.1f), Sb = Sa, ca(size_t(3) * (K - 1) * C, 0.0f), cb = ca;
-  std::vector<float> oa(size_t(T) * C), ob(oa.size(), NAN);
-  sc().kda_chunk(d, p, Sa.data(), Sa.data(), ca.data(), T, in, oa.data(), nullptr);
-  be().kda_chunk(d, p, Sb.data(), Sb.data(), cb.data(), T, in, ob.data(), nullptr);
-  EXPECT_TRUE(bitwise_equal(Sa, Sb) && bitwise_equal(ca, cb) && bitwise_equal(oa, ob));
+  for (const int D : {128, 160}) {
+    const int NH = 2, C = NH * D, K = 4, T = 2;
+    const KdaDims d{NH, D, K, 1e-6f, -5.0f};
+    auto qc = randn(rng, size_t(C) * K, 0.5f), kc = randn(rng, size_t(C) * K, 0.5f),
+         vc = randn(rng, size_t(C) * K, 0.5f);
+    auto a = randn(rng, NH), dt = randn(rng, C), on = randn(rng, D);
+    for (float& x : a) x = std::exp(x);
+    const KdaParams p{qc.data(), kc.data(), vc.data(), a.data(), dt.data(), on.data(), 0};
+    auto q = randn(rng, size_t(T) * C), kk = randn(rng, size_t(T) * C), v = randn(rng, size_t(T) * C);
+    auto f = randn(rng, size_t(T) * C), beta = randn(rng, size_t(T) * NH), z = randn(rng, size_t(T) * C);
+    const KdaRows in{q.data(), kk.data(), v.data(), f.data(), beta.data(), z.data()};
+    std::vector<float> Sa = randn(rng, size_t(NH) * D * D, 0.1f), Sb = Sa, ca(size_t(3) * (K - 1) * C, 0.0f), cb = ca;
+    std::vector<float> oa(size_t(T) * C), ob(oa.size(), NAN);
+    sc().kda_chunk(d, p, Sa.data(), Sa.data(), ca.data(), T, in, oa.data(), nullptr);
+    be().kda_chunk(d, p, Sb.data(), Sb.data(), cb.data(), T, in, ob.data(), nullptr);
+    EXPECT_TRUE(bitwise_equal(Sa, Sb) && bitwise_equal(ca, cb) && bitwise_equal(oa, ob)) << "D=" << D;
+  }
 }
 
-// A sequence's life with stamps (backend.h: KdaStamp), against the scalar
+// A sequence's life with stamps (backend.h: StateStamp), against the scalar
 // entry without them: fresh, continued (a device entry's copy in VRAM), a
 // snapshot restored after its copy moved on, a state changed on the host
 // (stamp 0), a chunk with an undo record and its rollback, a second sequence
@@ -286,7 +289,7 @@ TEST_P(BackendOps, KdaStampsKeepTheScalarBits) {
     const KdaRows in{q.data(), kk.data(), v.data(), f.data(), beta.data(), z.data()};
     std::vector<float> oa(size_t(n) * C), ob(oa.size(), NAN);
     sc().kda_chunk(k.d, k.p(), ref.S.data(), ref.S.data(), ref.conv.data(), n, in, oa.data(), nullptr);
-    KdaStamp st{got.stamp};
+    StateStamp st{got.stamp};
     be().kda_chunk(k.d, k.p(), got.S.data(), got.S.data(), got.conv.data(), n, in, ob.data(), &st);
     got.stamp = st.to;
     EXPECT_TRUE(bitwise_equal(ref.S, got.S) && bitwise_equal(ref.conv, got.conv) && bitwise_equal(oa, ob)) << what;
@@ -314,14 +317,14 @@ TEST_P(BackendOps, KdaStampsKeepTheScalarBits) {
     std::vector<float> oa(size_t(n) * C), ob(oa.size(), NAN), Sa(a.S.size(), NAN), Sb(Sa.size(), NAN);
     const std::vector<float> conv_a = a.conv, conv_b = ga.conv;
     sc().kda_chunk(k.d, k.p(), a.S.data(), Sa.data(), a.conv.data(), n, in, oa.data(), nullptr);
-    KdaStamp st{ga.stamp};
+    StateStamp st{ga.stamp};
     be().kda_chunk(k.d, k.p(), ga.S.data(), Sb.data(), ga.conv.data(), n, in, ob.data(), &st);
     EXPECT_TRUE(bitwise_equal(Sa, Sb) && bitwise_equal(a.conv, ga.conv) && bitwise_equal(oa, ob)) << "undo chunk";
     // Rollback: the pre-chunk state (a.S / ga.S untouched, stamp ga.stamp) replays `keep` positions.
     a.conv = conv_a, ga.conv = conv_b;
     const KdaRows replay{q.data(), kk.data(), v.data(), f.data(), beta.data(), nullptr};
     sc().kda_chunk(k.d, k.p(), a.S.data(), a.S.data(), a.conv.data(), keep, replay, nullptr, nullptr);
-    KdaStamp rs{ga.stamp};
+    StateStamp rs{ga.stamp};
     be().kda_chunk(k.d, k.p(), ga.S.data(), ga.S.data(), ga.conv.data(), keep, replay, nullptr, &rs);
     ga.stamp = rs.to;
     EXPECT_TRUE(bitwise_equal(a.S, ga.S) && bitwise_equal(a.conv, ga.conv)) << "rollback keep=" << keep;
@@ -332,31 +335,80 @@ TEST_P(BackendOps, KdaStampsKeepTheScalarBits) {
 
 TEST_P(BackendOps, MlaAttendCloseToScalar) {
   Rng rng(17);
+  // Small shapes, and K3's per-head shapes (4 of its 64 heads).
+  for (const MlaDims d : {MlaDims{3, 8, 4, 6, 40}, MlaDims{4, 128, 64, 128, 512}})
+    for (int64_t base : {0, 7}) {
+      const int QH = d.nope + d.rope, KVW = d.kv_lora + d.rope, KVB = d.nope + d.v_dim;
+      auto kv_b = random_bf16(rng, size_t(d.heads) * KVB * d.kv_lora);
+      const int T = 3;
+      auto cache = randn(rng, size_t(base + T) * KVW), q = randn(rng, size_t(T) * d.heads * QH);
+      auto gate = randn(rng, size_t(T) * d.heads * d.v_dim);
+      std::vector<float> a(size_t(T) * d.heads * d.v_dim), b(a.size(), NAN);
+      const Bf16Ref W{kv_b.data(), d.heads * KVB, d.kv_lora, 0};
+      sc().mla_attend(d, W, cache.data(), base, T, q.data(), gate.data(), a.data(), nullptr);
+      be().mla_attend(d, W, cache.data(), base, T, q.data(), gate.data(), b.data(), nullptr);
+      // Only U_h ĉ differs by order; ĉ is a convex mix of cache rows, so
+      // |ĉ_j| <= max|c′| bounds each term.
+      double cmax = 0;
+      for (float c : cache) cmax = std::max(cmax, double(std::fabs(c)));
+      for (int t = 0; t < T; t++)
+        for (int h = 0; h < d.heads; h++)
+          for (int r = 0; r < d.v_dim; r++) {
+            double s = 0;
+            for (int j = 0; j < d.kv_lora; j++)
+              s += std::fabs(bf16_to_f32(kv_b[(size_t(h) * KVB + d.nope + r) * d.kv_lora + j])) * cmax;
+            const size_t i = (size_t(t) * d.heads + h) * d.v_dim + r;
+            ASSERT_NEAR(b[i], a[i], tolerance(s, d.kv_lora)) << "base=" << base << " t=" << t << " h=" << h;
+          }
+    }
+}
+
+// A latent cache's life with stamps (backend.h: StateStamp), against the same
+// entry without them (same kernels: the same bits): chunks appended, past a
+// device copy's first capacity (64 rows), a snapshot restored after its copy
+// moved on, a cut back to a prefix (stamp kept) then appended, rows rewritten
+// on the host (stamp 0), a second cache beside the first.
+TEST_P(BackendOps, MlaStampsKeepTheBits) {
+  Rng rng(20);
   const MlaDims d{3, 8, 4, 6, 40};
   const int QH = 12, KVW = 44, KVB = 14;
   auto kv_b = random_bf16(rng, size_t(d.heads) * KVB * d.kv_lora);
-  for (int64_t base : {0, 7}) {
-    const int T = 3;
-    auto cache = randn(rng, size_t(base + T) * KVW), q = randn(rng, size_t(T) * d.heads * QH);
-    auto gate = randn(rng, size_t(T) * d.heads * d.v_dim);
-    std::vector<float> a(size_t(T) * d.heads * d.v_dim), b(a.size(), NAN);
-    const Bf16Ref W{kv_b.data(), d.heads * KVB, d.kv_lora, 0};
-    sc().mla_attend(d, W, cache.data(), base, T, q.data(), gate.data(), a.data());
-    be().mla_attend(d, W, cache.data(), base, T, q.data(), gate.data(), b.data());
-    // Only U_h ĉ differs by order; ĉ is a convex mix of cache rows, so
-    // |ĉ_j| <= max|c′| bounds each term.
-    double cmax = 0;
-    for (float c : cache) cmax = std::max(cmax, double(std::fabs(c)));
-    for (int t = 0; t < T; t++)
-      for (int h = 0; h < d.heads; h++)
-        for (int r = 0; r < d.v_dim; r++) {
-          double s = 0;
-          for (int j = 0; j < d.kv_lora; j++)
-            s += std::fabs(bf16_to_f32(kv_b[(size_t(h) * KVB + d.nope + r) * d.kv_lora + j])) * cmax;
-          const size_t i = (size_t(t) * d.heads + h) * d.v_dim + r;
-          ASSERT_NEAR(b[i], a[i], tolerance(s, d.kv_lora)) << "base=" << base << " t=" << t << " h=" << h;
-        }
-  }
+  const Bf16Ref W{kv_b.data(), d.heads * KVB, d.kv_lora, 0};
+  struct Cache {
+    std::vector<float> kv;
+    int64_t len = 0;
+    uint64_t stamp = 0;
+  };
+  // Appends n rows to c and attends; the same without a stamp must give the same bits.
+  auto attend = [&](Cache& c, int n, const char* what) {
+    const int64_t base = c.len;
+    auto rows = randn(rng, size_t(n) * KVW);
+    c.kv.insert(c.kv.end(), rows.begin(), rows.end());
+    c.len += n;
+    auto q = randn(rng, size_t(n) * d.heads * QH), gate = randn(rng, size_t(n) * d.heads * d.v_dim);
+    std::vector<float> a(size_t(n) * d.heads * d.v_dim, NAN), b(a.size(), NAN);
+    be().mla_attend(d, W, c.kv.data(), base, n, q.data(), gate.data(), a.data(), nullptr);
+    StateStamp st{c.stamp};
+    be().mla_attend(d, W, c.kv.data(), base, n, q.data(), gate.data(), b.data(), &st);
+    c.stamp = st.to;
+    EXPECT_TRUE(bitwise_equal(a, b)) << what << " at " << base;
+  };
+  Cache c;
+  attend(c, 5, "fresh");
+  for (int i = 0; i < 4; i++) attend(c, 1, "step");
+  const Cache snap = c;
+  attend(c, 60, "past the first capacity");
+  attend(c, 1, "step after growing");
+  Cache s2 = snap;
+  attend(s2, 2, "restored snapshot");
+  c.len -= 30, c.kv.resize(size_t(c.len) * KVW);
+  attend(c, 3, "after a cut");
+  c.kv[7] += 1.0f, c.stamp = 0;
+  attend(c, 1, "rewritten on the host");
+  Cache other;
+  attend(other, 4, "second cache");
+  attend(c, 1, "first again");
+  attend(s2, 1, "snapshot again");
 }
 
 INSTANTIATE_TEST_SUITE_P(Entries, BackendOps, ::testing::ValuesIn(backends()),
@@ -456,7 +508,8 @@ TEST(ScalarBackend, MlaAttendOverOnePositionIsItsValue) {
   auto kv_b = random_bf16(rng, size_t(2) * 7 * 32);
   auto cache = randn(rng, 34), q = randn(rng, 2 * 6), gate = randn(rng, 2 * 3);
   std::vector<float> att(6);
-  scalar_backend().mla_attend(d, {kv_b.data(), 14, 32, 0}, cache.data(), 0, 1, q.data(), gate.data(), att.data());
+  scalar_backend().mla_attend(d, {kv_b.data(), 14, 32, 0}, cache.data(), 0, 1, q.data(), gate.data(), att.data(),
+                              nullptr);
   for (int h = 0; h < 2; h++)
     for (int r = 0; r < 3; r++) {
       double want = 0;

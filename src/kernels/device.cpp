@@ -66,8 +66,9 @@ DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] b
   r.tier_bytes = s.tier_bytes, r.pinned_host_bytes = s.pinned_host_bytes;
   r.call_seconds = s.call_seconds;
   r.kda_calls = s.kda_calls, r.kda_state_hits = s.kda_state_hits;
-  r.kda_state_uploaded_bytes = s.kda_state_uploaded_bytes, r.kda_state_bytes = s.kda_state_bytes;
-  r.mla_calls = s.mla_calls;
+  r.kda_state_uploaded_bytes = s.kda_state_uploaded_bytes, r.mla_calls = s.mla_calls;
+  r.mla_cache_hits = s.mla_cache_hits, r.mla_cache_uploaded_bytes = s.mla_cache_uploaded_bytes;
+  r.state_bytes = s.state_bytes;
 #endif
   return r;
 }

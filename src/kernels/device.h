@@ -35,7 +35,8 @@ struct DeviceReport {
   uint64_t uploaded_pinned_bytes = 0, uploaded_staged_bytes = 0, weight_bytes = 0;  // cumulative
   uint64_t tier_hits = 0, tier_misses = 0, tier_evictions = 0, tier_bytes = 0, pinned_host_bytes = 0;
   // The KDA recurrence and MLA attention on the GPU (cumulative; state bytes: held now).
-  uint64_t kda_calls = 0, kda_state_hits = 0, kda_state_uploaded_bytes = 0, kda_state_bytes = 0, mla_calls = 0;
+  uint64_t kda_calls = 0, kda_state_hits = 0, kda_state_uploaded_bytes = 0, mla_calls = 0, mla_cache_hits = 0,
+           mla_cache_uploaded_bytes = 0, state_bytes = 0;
   double call_seconds = 0;  // cumulative host time inside the GPU's product calls
 };
 DeviceReport device_report(const Backend& b, bool measure_ceilings);

@@ -82,23 +82,26 @@ struct Tier {
   uint64_t clock = 0;
 };
 
-// KDA states kept in VRAM (backend.h: KdaStamp), by the stamp naming their
-// bits. A decode step finds its layer's state here and advances it in place
-// (re-stamped); only a state the entry has not seen (a fresh sequence, a
-// restored snapshot whose copy has moved on, one evicted) is uploaded. The
-// host copy is written back every call. Least recently used out first past
-// kStateCap bytes or when VRAM is short; a closed model's go on release().
-constexpr size_t kStateCap = size_t(8) << 30;  // a K3 sequence's KDA states: 0.44 GB
+// Sequence state kept in VRAM (backend.h: StateStamp) — KDA states and MLA
+// latent caches — by the stamp naming their bits. A decode step finds its
+// layer's state here and advances it in place (re-stamped): a KDA state
+// uploads nothing (its host copy is written back), an MLA cache only its new
+// rows. A state the entry has not seen (a fresh sequence, a restored snapshot
+// whose copy has moved on, one evicted) is uploaded whole. Least recently
+// used out first past kStateCap bytes or when VRAM is short; a closed model's
+// go on release().
+constexpr size_t kStateCap = size_t(8) << 30;  // a K3 sequence: KDA 0.44 GB, MLA 0.22 GB at 4096 tokens
 struct StateCopy {
   float* dev = nullptr;
-  size_t floats = 0;
+  size_t floats = 0;  // allocated
+  size_t valid = 0;   // of which hold the state's bits (an MLA cache grows into the rest)
   WeightOwner owner = 0;
   uint64_t used = 0;
 };
-struct KdaStates {
+struct StateCopies {
   std::unordered_map<uint64_t, StateCopy> by_stamp;
   uint64_t next_stamp = 1, clock = 0, bytes = 0;
-  std::vector<float> host;  // the prepared rows (kda_parts.h), reused
+  std::vector<float> host;  // host scratch of the KDA and MLA calls, reused
 };
 
 struct State {
@@ -110,7 +113,8 @@ struct State {
   Arena arena;
   std::unordered_map<const void*, Mirror> mirrors;
   Tier tier;
-  KdaStates kda;
+  StateCopies states;
+  bool sequence_ops = true;  // the KDA recurrence and MLA attention here (SLUICE_CUDA_OPS)
   EntryStats stats;
   std::string device;
   // Host ranges pinned by register_host: start -> bytes. Its own mutex: the
@@ -399,8 +403,35 @@ void gpu_matvec_mxfp4(const Mxfp4Ref& W, const float* x, float* y) { gpu_matmul_
 
 void drop_state(State& s, std::unordered_map<uint64_t, StateCopy>::iterator it) {
   cudaFree(it->second.dev);
-  s.kda.bytes -= it->second.floats * sizeof(float);
-  s.kda.by_stamp.erase(it);
+  s.states.bytes -= it->second.floats * sizeof(float);
+  s.states.by_stamp.erase(it);
+  s.stats.state_bytes = s.states.bytes;
+}
+
+// Takes the copy stamped `stamp` out of the map if it holds at least `valid`
+// floats of the state's bits (the caller puts it back with put_copy, or frees
+// it); false: none (stamp 0, evicted, or moved on).
+bool take_copy(State& s, uint64_t stamp, size_t valid, StateCopy* c) {
+  auto it = stamp ? s.states.by_stamp.find(stamp) : s.states.by_stamp.end();
+  if (it == s.states.by_stamp.end()) return false;
+  if (it->second.valid < valid) {
+    drop_state(s, it);
+    return false;
+  }
+  *c = it->second;
+  s.states.bytes -= c->floats * sizeof(float);
+  s.states.by_stamp.erase(it);
+  return true;
+}
+
+// Puts a copy (back) under `stamp`, or under a fresh one when 0; returns it.
+uint64_t put_copy(State& s, uint64_t stamp, StateCopy c) {
+  if (stamp == 0) stamp = s.states.next_stamp++;
+  c.used = ++s.states.clock;
+  s.states.by_stamp[stamp] = c;
+  s.states.bytes += c.floats * sizeof(float);
+  s.stats.state_bytes = s.states.bytes;
+  return stamp;
 }
 
 // A fresh VRAM buffer for a state of `floats`, evicting the least recently
@@ -410,12 +441,12 @@ void drop_state(State& s, std::unordered_map<uint64_t, StateCopy>::iterator it) 
 float* new_state_buffer(State& s, size_t floats) {
   const size_t n = floats * sizeof(float);
   auto lru = [&] {
-    auto victim = s.kda.by_stamp.begin();
-    for (auto it = s.kda.by_stamp.begin(); it != s.kda.by_stamp.end(); ++it)
+    auto victim = s.states.by_stamp.begin();
+    for (auto it = s.states.by_stamp.begin(); it != s.states.by_stamp.end(); ++it)
       if (it->second.used < victim->second.used) victim = it;
     return victim;
   };
-  while (!s.kda.by_stamp.empty() && s.kda.bytes + n > kStateCap) drop_state(s, lru());
+  while (!s.states.by_stamp.empty() && s.states.bytes + n > kStateCap) drop_state(s, lru());
   for (;;) {
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
@@ -424,7 +455,7 @@ float* new_state_buffer(State& s, size_t floats) {
       if (cudaMalloc(&d, n) == cudaSuccess) return d;
       cudaGetLastError();
     }
-    if (s.kda.by_stamp.empty()) return nullptr;
+    if (s.states.by_stamp.empty()) return nullptr;
     drop_state(s, lru());
   }
 }
@@ -434,7 +465,7 @@ float* new_state_buffer(State& s, size_t floats) {
 // recurrence on the GPU against the state's VRAM copy, the gated output norm
 // on the host. Bitwise the scalar entry.
 void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, float* S, float* conv, int T,
-                   const KdaRows& in, float* out, KdaStamp* stamp) {
+                   const KdaRows& in, float* out, StateStamp* stamp) {
   const bool in_place = S_from == S;
   if (T <= 0) {
     if (stamp) stamp->to = in_place ? stamp->from : 0;
@@ -447,7 +478,7 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
   const size_t TC = size_t(T) * C, nS = size_t(NH) * D * D;
 
   // Host: every position's prepared rows (conv advances here).
-  std::vector<float>& h = s.kda.host;
+  std::vector<float>& h = s.states.host;
   h.resize(4 * TC + size_t(T) * NH);
   float *qc = h.data(), *kc = qc + TC, *vc = kc + TC, *dec = vc + TC, *b = dec + TC;
   for (int t = 0; t < T; t++) {
@@ -457,28 +488,14 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
   }
 
   // The state's VRAM copy: found by its stamp, else uploaded.
-  auto found = stamp && stamp->from ? s.kda.by_stamp.find(stamp->from) : s.kda.by_stamp.end();
-  if (found != s.kda.by_stamp.end() && found->second.floats != nS) {
-    drop_state(s, found);
-    found = s.kda.by_stamp.end();
-  }
-  const bool have = found != s.kda.by_stamp.end();
-  StateCopy from_copy;  // the state's copy, out of the map while this call uses it
-  if (have) {
-    from_copy = found->second;
-    s.kda.by_stamp.erase(found);
-    s.kda.bytes -= nS * sizeof(float);
-    s.stats.kda_state_hits++;
-  }
+  StateCopy from_copy;  // out of the map while this call uses it
+  const bool have = take_copy(s, stamp ? stamp->from : 0, nS, &from_copy);
+  if (have) s.stats.kda_state_hits++;
   // Where S's new bits go: in place, the copy itself (re-stamped below: its
   // old bits are gone); else a new copy (the pre-chunk one stays as it is: an
   // undo record holds those bits), or the arena when VRAM has no room.
   float* keep = have && in_place ? from_copy.dev : new_state_buffer(s, nS);
-  if (have && !in_place) {
-    from_copy.used = ++s.kda.clock;
-    s.kda.by_stamp[stamp->from] = from_copy;
-    s.kda.bytes += nS * sizeof(float);
-  }
+  if (have && !in_place) put_copy(s, stamp->from, from_copy);
   s.arena.plan(4 * TC * sizeof(float) + size_t(T) * NH * sizeof(float));
   if (out) s.arena.plan(TC * sizeof(float));
   if (!keep) s.arena.plan(nS * sizeof(float));
@@ -503,13 +520,7 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
         const size_t at = size_t(t) * C + size_t(hd) * D;
         kda::gate(D, d.eps, w.o_norm, in.z + at, out + at);
       }
-  uint64_t to = 0;
-  if (keep) {
-    to = s.kda.next_stamp++;
-    s.kda.by_stamp[to] = {keep, nS, w.owner, ++s.kda.clock};
-    s.kda.bytes += nS * sizeof(float);
-  }
-  s.stats.kda_state_bytes = s.kda.bytes;
+  const uint64_t to = keep ? put_copy(s, 0, {keep, nS, nS, w.owner, 0}) : 0;
   if (stamp) stamp->to = to;
 }
 
@@ -519,29 +530,52 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
 // scalar loops), the softmax between them on the host (ref::softmax: its exp
 // is the host's), U_h ĉ this entry's bf16 GEMV, the σ(gate) on the host. So
 // everything is the scalar entry's bits except U_h ĉ, as the op says. The
-// latent cache is uploaded whole each call ((base+T)·(kv_lora+rope) floats).
+// latent cache stays in VRAM between calls (StateCopies): a step uploads only
+// its new rows; its copy grows by doubling (rows copied on the device).
 void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
-                    const float* gate, float* att) {
+                    const float* gate, float* att, StateStamp* stamp) {
   if (T <= 0) return;
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   const CallTimer timer{s};
   const int NH = d.heads, NOPE = d.nope, ROPE = d.rope, VD = d.v_dim, KVL = d.kv_lora;
   const int QH = NOPE + ROPE, KVW = KVL + ROPE, KVB = NOPE + VD;
-  const size_t ld = size_t(base + T), rows = size_t(T) * NH;
+  const size_t ld = size_t(base + T), rows = size_t(T) * NH, prefix = size_t(base) * KVW, need = ld * KVW;
+  // The cache's VRAM copy: rows 0..base-1 found by the stamp, the new rows
+  // uploaded; else a new copy (room for twice the rows) uploaded whole, or
+  // the arena when VRAM has no room.
+  StateCopy c;
+  bool have = take_copy(s, stamp ? stamp->from : 0, prefix, &c);
+  if (have) s.stats.mla_cache_hits++;
+  if (have && c.floats < need) {  // grow: the old rows move on the device
+    float* bigger = new_state_buffer(s, std::max<size_t>(2 * ld, 64) * KVW);
+    if (bigger)
+      check(cudaMemcpyAsync(bigger, c.dev, prefix * sizeof(float), cudaMemcpyDeviceToDevice, s.stream), "d2d (cache)");
+    check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize");
+    cudaFree(c.dev);
+    have = bigger != nullptr;
+    c = {bigger, std::max<size_t>(2 * ld, 64) * KVW, prefix, c.owner, 0};
+  } else if (!have) {
+    c = {new_state_buffer(s, std::max<size_t>(2 * ld, 64) * KVW), std::max<size_t>(2 * ld, 64) * KVW, 0, kv_b.owner, 0};
+  }
   WeightPiece w{kv_b.w, size_t(NH) * KVB * KVL * 2, kv_b.owner};
   plan_weight(s, w);
-  for (size_t n : {ld * KVW, rows * QH, rows * KVL, rows * ld, rows * KVL, rows * VD}) s.arena.plan(n * sizeof(float));
+  for (size_t n : {c.dev ? 0 : need, rows * QH, rows * KVW, rows * ld, rows * KVL, rows * VD})
+    s.arena.plan(n * sizeof(float));
   s.arena.begin();
   const uint16_t* dw = static_cast<const uint16_t*>(place_weight(s, w));
   s.up->fence(s.stream);
-  const float* dcache = put_floats(s, cache, ld * KVW);
+  float* dcache = c.dev ? c.dev : static_cast<float*>(s.arena.take(need * sizeof(float)));
+  const size_t from = have ? prefix : 0;  // the rows the device lacks
+  check(cudaMemcpyAsync(dcache + from, cache + from, (need - from) * sizeof(float), cudaMemcpyHostToDevice, s.stream),
+        "h2d (cache)");
+  s.stats.mla_cache_uploaded_bytes += (need - from) * sizeof(float);
   const float* dq = put_floats(s, q, rows * QH);
   auto take = [&](size_t n) { return static_cast<float*>(s.arena.take(n * sizeof(float))); };
-  float *dqhat = take(rows * KVL), *dscore = take(rows * ld), *dchat = take(rows * KVL), *datt = take(rows * VD);
-  mla_qhat(dw, NH, NOPE, VD, KVL, ROPE, T, dq, dqhat, s.stream);
-  mla_scores(NH, NOPE, KVL, ROPE, base, T, dqhat, dq, dcache, 1.0f / std::sqrt(float(QH)), dscore, s.stream);
-  std::vector<float>& p = s.kda.host;  // host scratch, reused (the entry's calls are serialized)
+  float *dqT = take(rows * KVW), *dscore = take(rows * ld), *dchat = take(rows * KVL), *datt = take(rows * VD);
+  mla_qhat(dw, NH, NOPE, VD, KVL, ROPE, T, dq, dqT, s.stream);
+  mla_scores(NH, KVL, ROPE, base, T, dqT, dcache, 1.0f / std::sqrt(float(QH)), dscore, s.stream);
+  std::vector<float>& p = s.states.host;  // host scratch, reused (the entry's calls are serialized)
   p.resize(rows * ld);
   get_floats(s, p.data(), dscore, rows * ld);
   check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize");
@@ -557,6 +591,9 @@ void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, i
   get_floats(s, att, datt, rows * VD);
   finish(s);
   s.stats.mla_calls++;
+  c.valid = need;
+  const uint64_t to = c.dev ? put_copy(s, 0, c) : 0;
+  if (stamp) stamp->to = to;
   for (size_t i = 0; i < rows * VD; i++) att[i] *= ref::sigmoid(gate[i]);
 }
 
@@ -564,11 +601,10 @@ void gpu_release(WeightOwner owner) {
   State& s = st();
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    for (auto it = s.kda.by_stamp.begin(); it != s.kda.by_stamp.end();) {
+    for (auto it = s.states.by_stamp.begin(); it != s.states.by_stamp.end();) {
       auto cur = it++;
       if (cur->second.owner == owner) drop_state(s, cur);
     }
-    s.stats.kda_state_bytes = s.kda.bytes;
     for (auto it = s.mirrors.begin(); it != s.mirrors.end();) {
       if (it->second.owner == owner) {
         cudaFree(it->second.dev);
@@ -723,8 +759,12 @@ const Backend* backend_entry(const Backend& cpu, std::string* why) {
   s.table.matvec_mxfp4 = gpu_matvec_mxfp4;
   s.table.matmul_mxfp4 = gpu_matmul_mxfp4;
   s.table.grouped_mxfp4 = gpu_grouped_mxfp4;
-  s.table.kda_chunk = gpu_kda_chunk;
-  s.table.mla_attend = gpu_mla_attend;
+  const char* ops = std::getenv("SLUICE_CUDA_OPS");
+  s.sequence_ops = !(ops && std::strcmp(ops, "products") == 0);
+  if (s.sequence_ops) {
+    s.table.kda_chunk = gpu_kda_chunk;
+    s.table.mla_attend = gpu_mla_attend;
+  }
   s.table.release = gpu_release;
   s.table.register_host = gpu_register_host;
   s.table.unregister_host = gpu_unregister_host;
@@ -753,8 +793,13 @@ std::string describe() {
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.cpu) return "cuda (not initialized)";
-  return s.device + "; GPU: matvec/matmul bf16 and MXFP4, grouped MXFP4 (MXFP4 rows up to " +
-         std::to_string(kMaxMxfp4Cols) + " columns), the KDA recurrence (state in VRAM), MLA attention; CPU (" + s.cpu->name +
+  const std::string products = s.device + "; GPU: matvec/matmul bf16 and MXFP4, grouped MXFP4 (MXFP4 rows up to " +
+                               std::to_string(kMaxMxfp4Cols) + " columns)";
+  if (!s.sequence_ops)
+    return products + "; CPU (" + s.cpu->name +
+           "): int8 products, rmsnorm, add, SiTU-GLU, AttnRes, router, MoE combine, KDA, MLA attention "
+           "(SLUICE_CUDA_OPS=products)";
+  return products + ", the KDA recurrence and MLA attention (state in VRAM); CPU (" + s.cpu->name +
          "): int8 products, rmsnorm, add, SiTU-GLU, AttnRes, router, MoE combine, KDA conv/norms/gates, softmax";
 }
 

@@ -13,10 +13,16 @@
 // weights they follow; the int8 spine products have no GPU kernel yet).
 // describe() says which.
 //
-// KDA states stay in VRAM between calls, named by their stamps (backend.h:
-// KdaStamp): a decode step uploads none, only the written-back host copy
-// crosses the bus (4·NH·D² bytes a layer; K3: 6.3 MB). At most 8 GiB of them,
-// least recently used out first; a closed model's go with release(owner).
+// SLUICE_CUDA_OPS=products in the environment (read when the entry is made)
+// leaves the KDA recurrence and MLA attention to the CPU entry: the GPU runs
+// only the products (to compare the two in one sitting; same logits within
+// the products' tolerance).
+//
+// Sequence state stays in VRAM between calls, named by stamps (backend.h:
+// StateStamp): a KDA decode step uploads no state, only its written-back host
+// copy crosses the bus (4·NH·D² bytes a layer; K3: 6.3 MB); an MLA step
+// uploads only its new cache rows. At most 8 GiB of copies, least recently
+// used out first; a closed model's go with release(owner).
 //
 // Weights: owner != 0 (stable bytes) are mirrored in VRAM on first use and
 // kept until release(owner) — the whole spine when it fits ("spine in
@@ -61,8 +67,10 @@ struct EntryStats {
   uint64_t kda_calls = 0;         // KDA chunks run on the GPU
   uint64_t kda_state_hits = 0;    // of which found their state in VRAM (no upload)
   uint64_t kda_state_uploaded_bytes = 0;  // KDA state bytes uploaded (fresh, restored or evicted states)
-  uint64_t kda_state_bytes = 0;   // VRAM the KDA state copies hold now
   uint64_t mla_calls = 0;         // MLA attention calls run on the GPU
+  uint64_t mla_cache_hits = 0;    // of which found their latent cache in VRAM (only new rows uploaded)
+  uint64_t mla_cache_uploaded_bytes = 0;  // latent cache bytes uploaded
+  uint64_t state_bytes = 0;       // VRAM the sequence-state copies (KDA states, MLA caches) hold now
 };
 EntryStats entry_stats();
 

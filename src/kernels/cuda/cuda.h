@@ -137,12 +137,13 @@ void kda_recur(int NH, int D, int T, const float* F, float* S, const float* q, c
 // ---- MLA attention (backend.h: mla_attend), per head h and new position t --
 // kv_b [NH][nope+v_dim][kv_lora] bf16; q [T][NH][nope+rope]; cache
 // [base+T][kv_lora+rope]; score and p [T][NH][base+T] (row t's first
-// base+t+1 used); qhat and chat [T][NH][kv_lora]. Each output one thread's
-// sum in the scalar entry's order: bitwise its qhat, scores and ĉ.
+// base+t+1 used); qT [T][kv_lora+rope][NH]: q̂ then q_pe, head-minor; chat
+// [T][NH][kv_lora]. Each output one thread's sum in the scalar entry's
+// order: bitwise its q̂, scores and ĉ.
 void mla_qhat(const uint16_t* kv_b, int NH, int nope, int v_dim, int kv_lora, int rope, int T, const float* q,
-              float* qhat, void* stream = nullptr);
-void mla_scores(int NH, int nope, int kv_lora, int rope, int64_t base, int T, const float* qhat, const float* q,
-                const float* cache, float scale, float* score, void* stream = nullptr);
+              float* qT, void* stream = nullptr);
+void mla_scores(int NH, int kv_lora, int rope, int64_t base, int T, const float* qT, const float* cache, float scale,
+                float* score, void* stream = nullptr);
 void mla_mix(int NH, int kv_lora, int rope, int64_t base, int T, const float* p, const float* cache, float* chat,
              void* stream = nullptr);
 
