@@ -20,6 +20,7 @@
 #include "kernels/fast_avx2.h"
 #include "kernels/kda_parts.h"
 #include "kernels/ref.h"
+#include "kernels/threads.h"
 
 namespace sluice {
 
@@ -160,33 +161,44 @@ void moe_combine(const float* expert_out, const int* ids, const float* weights, 
 }
 
 // One KDA position (kernels/kda_parts.h). The decay reads the state from
-// `from` and writes S; with o_row null only the state advances.
+// `from` and writes S; with o_row null only the state advances. Threaded:
+// the heads split over the kernel pool (each head's state and output are one
+// thread's, in the same order: the same bits).
+template <bool Threaded>
 void kda_position(const KdaDims& d, const KdaParams& w, const float* from, float* S_all, float* conv, const float* q,
                   const float* k, const float* v, const float* f, const float* beta, const float* z, float* o_row) {
   const int NH = d.heads, D = d.dim, C = NH * D;
   float* qc = scratch(0, size_t(C));
   float* kc = scratch(1, size_t(C));
   float* vc = scratch(2, size_t(C));
-  float* decay = scratch(3, size_t(C) + size_t(NH) + size_t(D));
+  float* decay = scratch(3, size_t(C) + size_t(NH));
   float* b = decay + C;
-  float* err = b + NH;
   kda::prepare(d, w, conv, q, k, v, f, beta, qc, kc, vc, decay, b);
-  for (int h = 0; h < NH; h++) {
-    const size_t hd = size_t(h) * D;
-    kda::recur(D, from + hd * D, S_all + hd * D, qc + hd, kc + hd, vc + hd, decay + hd, b[h], err,
-               o_row ? o_row + hd : nullptr);
-    if (o_row) kda::gate(D, d.eps, w.o_norm, z + hd, o_row + hd);
-  }
+  auto heads = [&](int64_t h0, int64_t h1) {
+    thread_local std::vector<float> err;  // not scratch(): the caller's slots hold the rows above
+    err.resize(size_t(D));
+    for (int64_t h = h0; h < h1; h++) {
+      const size_t hd = size_t(h) * D;
+      kda::recur(D, from + hd * D, S_all + hd * D, qc + hd, kc + hd, vc + hd, decay + hd, b[h], err.data(),
+                 o_row ? o_row + hd : nullptr);
+      if (o_row) kda::gate(D, d.eps, w.o_norm, z + hd, o_row + hd);
+    }
+  };
+  if (Threaded)
+    kernels::parallel_for(NH, heads);
+  else
+    heads(0, NH);
 }
 
+template <bool Threaded>
 void kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, float* S, float* conv, int T,
                const KdaRows& in, float* out, StateStamp* stamp) {
   const int C = d.heads * d.dim;
   const float* from = S_from;
   for (int t = 0; t < T; t++) {
     const size_t row = size_t(t) * C;
-    kda_position(d, w, from, S, conv, in.q + row, in.k + row, in.v + row, in.f + row, in.beta + size_t(t) * d.heads,
-                 out ? in.z + row : nullptr, out ? out + row : nullptr);
+    kda_position<Threaded>(d, w, from, S, conv, in.q + row, in.k + row, in.v + row, in.f + row,
+                           in.beta + size_t(t) * d.heads, out ? in.z + row : nullptr, out ? out + row : nullptr);
     from = S;
   }
   if (stamp) stamp->to = 0;  // no copy kept
@@ -200,47 +212,55 @@ inline float bf16_at(const uint16_t* p) {
   return bf16_to_f32(h);
 }
 
-template <void (*Matvec)(const Bf16Ref&, const float*, float*)>
+// Threaded: the heads split over the kernel pool (a head is one thread's, in
+// the same order; Matvec nested in a pool job runs inline: the same bits).
+template <void (*Matvec)(const Bf16Ref&, const float*, float*), bool Threaded>
 void mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
                 const float* gate, float* att, StateStamp* stamp) {
   if (stamp) stamp->to = 0;  // no copy kept
   const int NH = d.heads, NOPE = d.nope, ROPE = d.rope, VD = d.v_dim, KVL = d.kv_lora;
   const int QH = NOPE + ROPE, KVW = KVL + ROPE, KVB = NOPE + VD;
   const float scale = 1.0f / std::sqrt(float(QH));
-  float* qhat = scratch(0, size_t(KVL));
-  float* chat = scratch(1, size_t(KVL));
-  float* score = scratch(2, size_t(base + T));
   for (int ts = 0; ts < T; ts++) {
     const int64_t n = base + ts + 1;  // causal: positions 0..base+ts
-    for (int h = 0; h < NH; h++) {
-      const float* qh = q + (size_t(ts) * NH + h) * QH;
-      const uint16_t* Kh = kv_b.w + size_t(h) * KVB * KVL;  // [NOPE][KVL]
-      const uint16_t* Uh = Kh + size_t(NOPE) * KVL;         // [VD][KVL]
-      for (int j = 0; j < KVL; j++) qhat[j] = 0.0f;
-      for (int i = 0; i < NOPE; i++) {
-        const float qi = qh[i];
-        const uint16_t* row = Kh + size_t(i) * KVL;
-        for (int j = 0; j < KVL; j++) qhat[j] += bf16_at(row + j) * qi;
+    auto heads = [&](int64_t h0, int64_t h1) {
+      float* qhat = scratch(0, size_t(KVL));  // this thread's
+      float* chat = scratch(1, size_t(KVL));
+      float* score = scratch(2, size_t(base + T));
+      for (int64_t h = h0; h < h1; h++) {
+        const float* qh = q + (size_t(ts) * NH + h) * QH;
+        const uint16_t* Kh = kv_b.w + size_t(h) * KVB * KVL;  // [NOPE][KVL]
+        const uint16_t* Uh = Kh + size_t(NOPE) * KVL;         // [VD][KVL]
+        for (int j = 0; j < KVL; j++) qhat[j] = 0.0f;
+        for (int i = 0; i < NOPE; i++) {
+          const float qi = qh[i];
+          const uint16_t* row = Kh + size_t(i) * KVL;
+          for (int j = 0; j < KVL; j++) qhat[j] += bf16_at(row + j) * qi;
+        }
+        for (int64_t tau = 0; tau < n; tau++) {
+          const float* kv = cache + size_t(tau) * KVW;
+          float s = 0.0f;
+          for (int j = 0; j < KVL; j++) s += qhat[j] * kv[j];
+          for (int i = 0; i < ROPE; i++) s += qh[NOPE + i] * kv[KVL + i];
+          score[size_t(tau)] = s * scale;
+        }
+        ref::softmax(score, int(n));
+        for (int j = 0; j < KVL; j++) chat[j] = 0.0f;
+        for (int64_t tau = 0; tau < n; tau++) {
+          const float p = score[size_t(tau)];
+          const float* kv = cache + size_t(tau) * KVW;
+          for (int j = 0; j < KVL; j++) chat[j] += p * kv[j];
+        }
+        float* a = att + (size_t(ts) * NH + h) * VD;
+        Matvec(Bf16Ref{Uh, VD, KVL, kv_b.owner}, chat, a);
+        const float* g = gate + (size_t(ts) * NH + h) * VD;
+        for (int j = 0; j < VD; j++) a[j] *= ref::sigmoid(g[j]);
       }
-      for (int64_t tau = 0; tau < n; tau++) {
-        const float* kv = cache + size_t(tau) * KVW;
-        float s = 0.0f;
-        for (int j = 0; j < KVL; j++) s += qhat[j] * kv[j];
-        for (int i = 0; i < ROPE; i++) s += qh[NOPE + i] * kv[KVL + i];
-        score[size_t(tau)] = s * scale;
-      }
-      ref::softmax(score, int(n));
-      for (int j = 0; j < KVL; j++) chat[j] = 0.0f;
-      for (int64_t tau = 0; tau < n; tau++) {
-        const float p = score[size_t(tau)];
-        const float* kv = cache + size_t(tau) * KVW;
-        for (int j = 0; j < KVL; j++) chat[j] += p * kv[j];
-      }
-      float* a = att + (size_t(ts) * NH + h) * VD;
-      Matvec(Bf16Ref{Uh, VD, KVL, kv_b.owner}, chat, a);
-      const float* g = gate + (size_t(ts) * NH + h) * VD;
-      for (int j = 0; j < VD; j++) a[j] *= ref::sigmoid(g[j]);
-    }
+    };
+    if (Threaded)
+      kernels::parallel_for(NH, heads);
+    else
+      heads(0, NH);
   }
 }
 
@@ -261,16 +281,16 @@ const Backend kScalar = {
     attn_res,
     route,
     moe_combine,
-    kda_chunk,
-    mla_attend<scalar_matvec_bf16>,
+    kda_chunk<false>,
+    mla_attend<scalar_matvec_bf16, false>,
     release,
     nullptr,
     nullptr,
 };
 
 #if defined(__x86_64__)
-// The scalar entry with the AVX2 matrix products: every other op is the
-// scalar one, so those stay bitwise equal across entries.
+// The scalar entry with the AVX2 matrix products, the KDA and MLA heads threaded:
+// every other op is the scalar one, so those stay bitwise equal across entries.
 const Backend& avx2_table() {
   static const Backend table = [] {
     Backend b = kScalar;
@@ -282,7 +302,8 @@ const Backend& avx2_table() {
     b.grouped_mxfp4 = grouped_mxfp4<avx2_matmul_mxfp4>;
     b.matvec_int8 = avx2_matvec_int8;
     b.matmul_int8 = avx2_matmul_int8;
-    b.mla_attend = mla_attend<avx2_matvec_bf16>;
+    b.kda_chunk = kda_chunk<true>;
+    b.mla_attend = mla_attend<avx2_matvec_bf16, true>;
     return b;
   }();
   return table;
