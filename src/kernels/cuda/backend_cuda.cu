@@ -399,7 +399,7 @@ void gpu_matmul_mxfp4(const Mxfp4Ref& W, const float* X, int n, float* Y) {
 }
 void gpu_matvec_mxfp4(const Mxfp4Ref& W, const float* x, float* y) { gpu_matmul_mxfp4(W, x, 1, y); }
 
-// ---- KDA ---------------------------------------------------------------------
+// ---- Sequence-state copies (StateCopies) -------------------------------------
 
 void drop_state(State& s, std::unordered_map<uint64_t, StateCopy>::iterator it) {
   cudaFree(it->second.dev);
@@ -459,6 +459,8 @@ float* new_state_buffer(State& s, size_t floats) {
     drop_state(s, lru());
   }
 }
+
+// ---- KDA ---------------------------------------------------------------------
 
 // kda_chunk (backend.h): the conv, norms and gates on the host (kda::prepare,
 // the scalar entry's own code: their exp and sqrt are the host's), the
@@ -534,13 +536,17 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
 // its new rows; its copy grows by doubling (rows copied on the device).
 void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
                     const float* gate, float* att, StateStamp* stamp) {
-  if (T <= 0) return;
+  if (T <= 0) {  // nothing appended: the cache's bits and copy are as they were
+    if (stamp) stamp->to = stamp->from;
+    return;
+  }
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   const CallTimer timer{s};
   const int NH = d.heads, NOPE = d.nope, ROPE = d.rope, VD = d.v_dim, KVL = d.kv_lora;
   const int QH = NOPE + ROPE, KVW = KVL + ROPE, KVB = NOPE + VD;
   const size_t ld = size_t(base + T), rows = size_t(T) * NH, prefix = size_t(base) * KVW, need = ld * KVW;
+  const size_t cap = std::max<size_t>(2 * ld, 64) * KVW;  // a new copy's room: twice the rows
   // The cache's VRAM copy: rows 0..base-1 found by the stamp, the new rows
   // uploaded; else a new copy (room for twice the rows) uploaded whole, or
   // the arena when VRAM has no room.
@@ -548,15 +554,15 @@ void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, i
   bool have = take_copy(s, stamp ? stamp->from : 0, prefix, &c);
   if (have) s.stats.mla_cache_hits++;
   if (have && c.floats < need) {  // grow: the old rows move on the device
-    float* bigger = new_state_buffer(s, std::max<size_t>(2 * ld, 64) * KVW);
+    float* bigger = new_state_buffer(s, cap);
     if (bigger)
       check(cudaMemcpyAsync(bigger, c.dev, prefix * sizeof(float), cudaMemcpyDeviceToDevice, s.stream), "d2d (cache)");
     check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize");
     cudaFree(c.dev);
     have = bigger != nullptr;
-    c = {bigger, std::max<size_t>(2 * ld, 64) * KVW, prefix, c.owner, 0};
+    c = {bigger, cap, prefix, c.owner, 0};
   } else if (!have) {
-    c = {new_state_buffer(s, std::max<size_t>(2 * ld, 64) * KVW), std::max<size_t>(2 * ld, 64) * KVW, 0, kv_b.owner, 0};
+    c = {new_state_buffer(s, cap), cap, 0, kv_b.owner, 0};
   }
   WeightPiece w{kv_b.w, size_t(NH) * KVB * KVL * 2, kv_b.owner};
   plan_weight(s, w);

@@ -1,6 +1,6 @@
 // kernels/cuda/kda.cu — the KDA recurrence on the GPU (cuda.h: kda_recur).
 //
-// A block per head, a thread per value column j (a stride when D > 256):
+// A block per head, a thread per value column j (a stride when D > 128):
 // every step of kda::recur touches S[i][j] for one j at a time, so a column
 // evolves on its own through the chunk and needs no other thread's state.
 // The position's k, q and decay (the same for the whole head) sit in shared

@@ -13,8 +13,6 @@ using namespace detail;
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float bf16_at(const uint16_t* p) { return __uint_as_float(uint32_t(*p) << 16); }
-
 // Block (h, t): qT[t][j][h] = Σ_i K_h[i][j]·q[t][h][i], i = 0..nope-1, for
 // j < kv_lora, then qT[t][kv_lora + i][h] = q_pe[i]: head-minor, so the
 // scores' lanes (consecutive heads) read it coalesced.
@@ -27,7 +25,7 @@ __global__ void __launch_bounds__(kThreads) qhat_kernel(const uint16_t* __restri
   float* out = qT + size_t(t) * kvw * NH + h;
   for (int j = threadIdx.x; j < kv_lora; j += blockDim.x) {
     float acc = 0.0f;
-    for (int i = 0; i < nope; i++) acc = __fadd_rn(acc, __fmul_rn(bf16_at(Kh + size_t(i) * kv_lora + j), qh[i]));
+    for (int i = 0; i < nope; i++) acc = __fadd_rn(acc, __fmul_rn(bf16_lo(Kh[size_t(i) * kv_lora + j]), qh[i]));
     out[size_t(j) * NH] = acc;
   }
   for (int i = threadIdx.x; i < rope; i += blockDim.x) out[size_t(kv_lora + i) * NH] = qh[nope + i];
