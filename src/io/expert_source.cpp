@@ -116,6 +116,16 @@ class DirectExperts : public ExpertSource {
 
   void fetch_overlapped(int layer, std::span<const int> experts, const std::function<void(size_t, const uint8_t*)>& use,
                         const std::function<void()>& meanwhile) override {
+    fetch_batches(
+        layer, experts,
+        [&](std::span<const ExpertBytes> batch) {
+          for (const ExpertBytes& b : batch) use(b.i, b.span);
+        },
+        meanwhile);
+  }
+
+  void fetch_batches(int layer, std::span<const int> experts, const BatchUse& use,
+                     const std::function<void()>& meanwhile) override {
     meanwhile_ = meanwhile ? &meanwhile : nullptr;
     in_fetch_ = true;
     try {
@@ -138,8 +148,22 @@ class DirectExperts : public ExpertSource {
     (*f)();
   }
 
-  void fetch_or_throw(int layer, std::span<const int> experts,
-                      const std::function<void(size_t, const uint8_t*)>& use) {
+  // Calls use(batch), then frees the batch's slots and buffers (also when it throws).
+  template <class Item>
+  void use_batch(const BatchUse& use, const std::vector<Item>& items, std::vector<ExpertBytes>& batch) {
+    batch.clear();
+    for (const Item& n : items) batch.push_back({n.i, n.data});
+    try {
+      if (!batch.empty()) use(batch);
+    } catch (...) {
+      for (const Item& n : items) release(n.slot);
+      throw;
+    }
+    for (const Item& n : items) release(n.slot);
+    stats_.fetched += items.size();
+  }
+
+  void fetch_or_throw(int layer, std::span<const int> experts, const BatchUse& use) {
     if (layer == first_moe_) cache_.next_token();
     note_boundary(layer);
     // Hints for this layer or earlier that never found room are moot now.
@@ -236,45 +260,54 @@ class DirectExperts : public ExpertSource {
     // Then the hinted reads for the next layer, behind this layer's own; those
     // that find no cache slot wait for a spare buffer (issue_hints, as reads land).
     issue_hints(to_read.empty());
-    // Compute on what is already here while the reads run.
-    for (size_t k = 0; k < ready.size(); k++) {
-      try {
-        use(ready[k].i, ready[k].data);
-      } catch (...) {
-        for (size_t j = k; j < ready.size(); j++) release(ready[j].slot);
-        throw;
-      }
-      release(ready[k].slot);
-      stats_.fetched++;
-    }
+    // Compute on what is already here (one batch) while the reads run.
+    std::vector<ExpertBytes> batch;
+    use_batch(use, ready, batch);
+    // Then the reads as they land: one that lands, with every other landed by then.
+    struct Landed {
+      size_t i;
+      int slot;
+      const uint8_t* data;
+    };
+    std::vector<Completed> done;  // keeps each read's buffer alive through the batch
+    std::vector<Landed> arrived;
     while (outstanding > 0) {
       run_meanwhile();  // before the first block on a read (its pumps keep the queue full)
+      done.clear();
+      arrived.clear();
       const auto w0 = std::chrono::steady_clock::now();
-      Completed c = reader_.wait_any();
+      done.push_back(reader_.wait_any());
       stats_.wait_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now() - w0)
                                      .count());
-      Waiting w{};
-      if (!landed(c, &w)) continue;  // cannot happen: every ticket is recorded
-      if (c.cut && w.own) {  // a guess withdrawn part-read that this fetch needs after all: read it again
-        outstanding--;
-        to_read.push_back(w.i);
-        submit_more();
-        continue;
-      }
-      if (!w.own) {
-        guess_landed(c.ticket, w.slot, c.data);
-        continue;
-      }
-      outstanding--;
       try {
-        use(w.i, c.data);
-      } catch (...) {
-        release(w.slot);
+        for (size_t k = 0;; k++) {
+          if (k == done.size()) {
+            Completed more;
+            if (!reader_.poll(&more)) break;
+            done.push_back(std::move(more));
+          }
+          const Completed& c = done[k];
+          Waiting w{};
+          if (!landed(c, &w)) continue;  // cannot happen: every ticket is recorded
+          if (c.cut && w.own) {  // a guess withdrawn part-read that this fetch needs after all: read it again
+            outstanding--;
+            to_read.push_back(w.i);
+            continue;
+          }
+          if (!w.own) {
+            guess_landed(c.ticket, w.slot, c.data);
+            continue;
+          }
+          outstanding--;
+          arrived.push_back({w.i, w.slot, c.data});
+        }
+      } catch (...) {  // a failed read: what landed before it is let go, the fetch fails
+        for (const Landed& a : arrived) release(a.slot);
         throw;
       }
-      stats_.fetched++;
-      release(w.slot);
+      submit_more();  // the withdrawn guesses' reads again, first
+      use_batch(use, arrived, batch);
       submit_more();
       issue_hints(to_read.empty());
     }
@@ -367,12 +400,9 @@ class DirectExperts : public ExpertSource {
   // fetch() over a miss filler: hits from the cache, misses from the filler,
   // kept in the cache when it admits them.
   void fill(int layer, std::span<const int> experts, const std::vector<Need>& ready, const std::deque<size_t>& misses,
-            const std::function<void(size_t, const uint8_t*)>& use) {
-    for (const Need& n : ready) {
-      use(n.i, n.data);
-      release(n.slot);
-      stats_.fetched++;
-    }
+            const BatchUse& use) {
+    std::vector<ExpertBytes> batch;
+    use_batch(use, ready, batch);
     std::vector<int> ids;
     for (size_t i : misses) ids.push_back(experts[i]);
     filler_->fetch(layer, ids, [&](size_t j, const uint8_t* bytes) {
@@ -384,7 +414,8 @@ class DirectExperts : public ExpertSource {
         cache_.set_ready(slot, to);
         bytes = to;
       }
-      use(i, bytes);
+      const ExpertBytes one{i, bytes};
+      use({&one, 1});
       if (slot >= 0) cache_.unpin(slot);
       stats_.fetched++;
     });

@@ -49,6 +49,12 @@ struct ExpertRead {
   FileSpan span;
 };
 
+// One expert's bytes in a batch (fetch_batches): experts[i]'s span.
+struct ExpertBytes {
+  size_t i = 0;
+  const uint8_t* span = nullptr;
+};
+
 class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
@@ -65,6 +71,22 @@ class ExpertSource {
                                 const std::function<void()>& meanwhile) {
     fetch(layer, experts, use);
     if (meanwhile) meanwhile();
+  }
+  // fetch_overlapped(), handing over at once every expert whose bytes are
+  // here together (the cache's hits and landed guesses first, then reads as
+  // they land, those landed meanwhile in one call): each expert once, the
+  // spans valid during the call. A device computes a batch in a few launches
+  // instead of two per expert. Default: batches of one.
+  using BatchUse = std::function<void(std::span<const ExpertBytes> batch)>;
+  virtual void fetch_batches(int layer, std::span<const int> experts, const BatchUse& use,
+                             const std::function<void()>& meanwhile) {
+    fetch_overlapped(
+        layer, experts,
+        [&](size_t i, const uint8_t* span) {
+          const ExpertBytes one{i, span};
+          use({&one, 1});
+        },
+        meanwhile);
   }
   // A hint: these experts of `layer` will probably be needed soon; the reads
   // start right after the next fetch() has issued its own, behind any read a

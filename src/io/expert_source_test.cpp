@@ -98,6 +98,45 @@ TEST(ExpertSource, MeanwhileRunsOnceWhereTheFetchWouldWait) {
   EXPECT_EQ(direct->stats().cache_hits, experts.size());
 }
 
+// fetch_batches: every expert exactly once with a plain fetch's bytes; a
+// warm fetch (everything cached) hands all of them in one batch, a cold one
+// at least one batch per landing (never an empty batch); the default of a
+// source without its own batching hands batches of one.
+TEST(ExpertSource, BatchesHandEachExpertOnceAndTheCachedTogether) {
+  const Checkpoint ck = open_checkpoint(std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model");
+  const int layer = ck.config.first_k_dense_replace;
+  const std::vector<int> experts = {7, 0, 3, 5, 2};
+  const uint64_t n = ck.config.expert_span_bytes();
+  auto plain = make_pread_expert_source(ck);
+  DirectSourceOptions d;
+  d.cache_bytes = 64ull << 20;
+  d.inflight_bytes = 2 * n;  // reads land in several rounds
+  auto direct = make_direct_expert_source(ck, d);
+  auto run = [&](ExpertSource& s, std::vector<size_t>* sizes) {
+    std::vector<std::vector<uint8_t>> out(experts.size());
+    int meanwhile = 0;
+    s.fetch_batches(layer, experts, [&](std::span<const ExpertBytes> batch) {
+      sizes->push_back(batch.size());
+      for (const ExpertBytes& b : batch) {
+        EXPECT_LT(b.i, experts.size());
+        EXPECT_TRUE(out[b.i].empty()) << "expert " << b.i << " handed twice";
+        out[b.i].assign(b.span, b.span + n);
+      }
+    }, [&] { meanwhile++; });
+    EXPECT_EQ(meanwhile, 1);
+    return out;
+  };
+  const std::vector<std::vector<uint8_t>> want = fetch_all(*plain, ck, layer, experts);
+  std::vector<size_t> cold, warm, pread;
+  EXPECT_EQ(run(*direct, &cold), want);
+  EXPECT_EQ(run(*direct, &warm), want);
+  EXPECT_EQ(run(*plain, &pread), want);
+  for (size_t k : cold) EXPECT_GT(k, 0u);
+  EXPECT_EQ(warm, std::vector<size_t>{experts.size()});
+  EXPECT_EQ(pread, std::vector<size_t>(experts.size(), 1));
+  EXPECT_EQ(direct->stats().fetched, 2 * experts.size());
+}
+
 // The read memory a device backend would pin (DirectSourceOptions::host_memory):
 // every span handed to use() lies in memory announced by add(), each buffer
 // is announced once, and all of it is removed when the source closes.

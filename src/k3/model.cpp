@@ -63,6 +63,10 @@ uint64_t working_bytes(const ModelConfig& c, int T, int logit_rows) {
                        4ull * uint64_t(std::max(c.moe_intermediate_size, c.shared_intermediate())) + H;
   per_token += std::max({kda, mla, dense, moe});
   uint64_t bytes = t * per_token * sizeof(float);
+  // A group of experts computed together (k3/moe.cpp) holds up to K rows of
+  // inputs, gate, up and outputs even when the pass has fewer tokens.
+  bytes += uint64_t(c.num_experts_per_token) *
+           (2ull * c.routed_expert_hidden_size + 2ull * uint64_t(c.moe_intermediate_size)) * sizeof(float);
   bytes += uint64_t(std::max(logit_rows, 1)) * V * sizeof(float) * 2;  // logits, and a copy the caller keeps
   bytes += V * 160;        // the tokenizer's tables (text/tokenizer.h), about 100 bytes a rank
   bytes += 8ull << 20;     // allocator slack, thread stacks touched, small buffers

@@ -71,33 +71,67 @@ void moe_forward(const ModelConfig& c, Spine& sp, const MoeWeights& w, int layer
     sh.resize(size_t(T) * H);
     situ_mlp(c, sp, w.sh_gate, w.sh_up, w.sh_down, y, T, sh.data());
   };
-  experts.fetch_overlapped(layer, needed, [&](size_t i, const uint8_t* span) {
-    const std::vector<int>& who = users[needed[i]];
-    const int n = int(who.size());
-    xin.resize(size_t(n) * LAT);
-    g.resize(size_t(n) * I);
-    u.resize(size_t(n) * I);
-    o.resize(size_t(n) * LAT);
-    for (int r = 0; r < n; r++)
-      std::copy_n(lat.data() + size_t(who[size_t(r)] / K) * LAT, LAT, xin.data() + size_t(r) * LAT);
-    // Expert bytes are valid for this callback only: transient (owner 0),
-    // but keyed by (layer, expert, projection) under the spine's owner: the
-    // same key always has the same bytes (kernels/backend.h, content keys).
-    // Gate and up share shape and input: one grouped call (one launch on a GPU).
-    // pump(): reads land and the next ones start while this expert computes.
-    const uint32_t item = (uint32_t(layer) * uint32_t(E) + uint32_t(needed[i])) * 3 + 1;
-    const Mxfp4Task gate_up[2] = {
-        {{span + lay.w1_packed, span + lay.w1_scale, I, LAT, 0, content_key(sp.owner(), item)}, xin.data(), g.data(), n},
-        {{span + lay.w3_packed, span + lay.w3_scale, I, LAT, 0, content_key(sp.owner(), item + 1)}, xin.data(), u.data(),
-         n}};
-    be.grouped_mxfp4(gate_up, 2);
+  // Experts whose bytes are here together compute together: every gate and
+  // up of a group in one grouped call, one SiTU-GLU, every down in one (a GPU:
+  // two launches for the group instead of two per expert). Grouped products
+  // are bitwise the one-by-one ones, so the bits do not depend on how the
+  // source batches. A group holds at most max(K, one expert's) rows, so its
+  // buffers stay within working_bytes() (a decode step's 16 experts: one group).
+  std::vector<Mxfp4Task> gate_up, down;
+  std::vector<size_t> row0;  // each group member's first row in xin/g/u/o
+  const auto compute = [&](std::span<const ExpertBytes> group) {
+    size_t rows = 0;
+    row0.clear();
+    for (const ExpertBytes& b : group) {
+      row0.push_back(rows);
+      rows += users[needed[b.i]].size();
+    }
+    xin.resize(rows * LAT);
+    g.resize(rows * I);
+    u.resize(rows * I);
+    o.resize(rows * LAT);
+    gate_up.clear();
+    down.clear();
+    for (size_t k = 0; k < group.size(); k++) {
+      const std::vector<int>& who = users[needed[group[k].i]];
+      const int n = int(who.size());
+      float *x = xin.data() + row0[k] * LAT, *gk = g.data() + row0[k] * I, *uk = u.data() + row0[k] * I;
+      for (int r = 0; r < n; r++) std::copy_n(lat.data() + size_t(who[size_t(r)] / K) * LAT, LAT, x + size_t(r) * LAT);
+      // Expert bytes are valid for this callback only: transient (owner 0),
+      // but keyed by (layer, expert, projection) under the spine's owner: the
+      // same key always has the same bytes (kernels/backend.h, content keys).
+      const uint8_t* span = group[k].span;
+      const uint32_t item = (uint32_t(layer) * uint32_t(E) + uint32_t(needed[group[k].i])) * 3 + 1;
+      gate_up.push_back({{span + lay.w1_packed, span + lay.w1_scale, I, LAT, 0, content_key(sp.owner(), item)}, x, gk, n});
+      gate_up.push_back(
+          {{span + lay.w3_packed, span + lay.w3_scale, I, LAT, 0, content_key(sp.owner(), item + 1)}, x, uk, n});
+      down.push_back({{span + lay.w2_packed, span + lay.w2_scale, LAT, I, 0, content_key(sp.owner(), item + 2)}, gk,
+                      o.data() + row0[k] * LAT, n});
+    }
+    // pump(): reads land and the next ones start while this group computes.
+    be.grouped_mxfp4(gate_up.data(), int(gate_up.size()));
     experts.pump();
-    be.situ_glu(g.data(), u.data(), size_t(n) * I, c.situ_beta, c.situ_linear_beta, g.data());
-    be.matmul_mxfp4({span + lay.w2_packed, span + lay.w2_scale, LAT, I, 0, content_key(sp.owner(), item + 2)}, g.data(),
-                    n, o.data());
+    be.situ_glu(g.data(), u.data(), rows * I, c.situ_beta, c.situ_linear_beta, g.data());
+    be.grouped_mxfp4(down.data(), int(down.size()));
     experts.pump();
-    for (int r = 0; r < n; r++)
-      std::copy_n(o.data() + size_t(r) * LAT, LAT, expert_out.data() + size_t(who[size_t(r)]) * LAT);
+    for (size_t k = 0; k < group.size(); k++) {
+      const std::vector<int>& who = users[needed[group[k].i]];
+      for (size_t r = 0; r < who.size(); r++)
+        std::copy_n(o.data() + (row0[k] + r) * LAT, LAT, expert_out.data() + size_t(who[r]) * LAT);
+    }
+  };
+  experts.fetch_batches(layer, needed, [&](std::span<const ExpertBytes> batch) {
+    const size_t cap = size_t(K);
+    size_t from = 0, rows = 0;
+    for (size_t k = 0; k < batch.size(); k++) {
+      const size_t n = users[needed[batch[k].i]].size();
+      if (k > from && rows + n > cap) {
+        compute(batch.subspan(from, k - from));
+        from = k, rows = 0;
+      }
+      rows += n;
+    }
+    if (from < batch.size()) compute(batch.subspan(from));
   }, shared);
 
   // Combine in ascending expert id, latent norm, up projection.

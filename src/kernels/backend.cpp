@@ -94,6 +94,19 @@ void situ_glu(const float* g, const float* u, size_t n, float beta, float beta_l
   for (size_t i = 0; i < n; i++) out[i] = ref::situ(g[i], u[i], beta, beta_lin);
 }
 
+// The same elementwise loop split over the kernel pool in blocks (each
+// element is one call of ref::situ wherever it runs: the same bits). Three
+// libm calls an element make it a host hot spot: 16 experts × 3072 values a
+// MoE layer took ~3 ms on one core.
+void threaded_situ_glu(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out) {
+  constexpr size_t kBlock = 1024;
+  if (n < 2 * kBlock) return situ_glu(g, u, n, beta, beta_lin, out);
+  kernels::parallel_for(int64_t((n + kBlock - 1) / kBlock), [&](int64_t b0, int64_t b1) {
+    const size_t i0 = size_t(b0) * kBlock, i1 = std::min(n, size_t(b1) * kBlock);
+    situ_glu(g + i0, u + i0, i1 - i0, beta, beta_lin, out + i0);
+  });
+}
+
 void attn_res(const float* const* sources, int nsrc, F32Ref u, int T, int H, float eps, float* out) {
   float* score = scratch(0, size_t(nsrc));
   for (int t = 0; t < T; t++) {
@@ -173,8 +186,10 @@ void kda_position(const KdaDims& d, const KdaParams& w, const float* from, float
   float* vc = scratch(2, size_t(C));
   float* decay = scratch(3, size_t(C) + size_t(NH));
   float* b = decay + C;
-  kda::prepare(d, w, conv, q, k, v, f, beta, qc, kc, vc, decay, b);
+  // A head's prepare reads and writes only its own channels: each range of
+  // heads is prepared and recurred by one thread.
   auto heads = [&](int64_t h0, int64_t h1) {
+    kda::prepare(d, w, conv, q, k, v, f, beta, qc, kc, vc, decay, b, int(h0), int(h1));
     thread_local std::vector<float> err;  // not scratch(): the caller's slots hold the rows above
     err.resize(size_t(D));
     for (int64_t h = h0; h < h1; h++) {
@@ -302,6 +317,7 @@ const Backend& avx2_table() {
     b.grouped_mxfp4 = grouped_mxfp4<avx2_matmul_mxfp4>;
     b.matvec_int8 = avx2_matvec_int8;
     b.matmul_int8 = avx2_matmul_int8;
+    b.situ_glu = threaded_situ_glu;
     b.kda_chunk = kda_chunk<true>;
     b.mla_attend = mla_attend<avx2_matvec_bf16, true>;
     return b;

@@ -163,13 +163,15 @@ TEST_P(BackendOps, RowOpsAreBitwiseScalar) {
   be().add(b.data(), x.data(), x.size());
   EXPECT_TRUE(bitwise_equal(a, b)) << "add";
 
-  auto g = randn(rng, 301, 4.0f), u = randn(rng, 301, 4.0f);
-  a.assign(301, 0), b.assign(301, 0);
-  sc().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, a.data());
-  be().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, b.data());
-  EXPECT_TRUE(bitwise_equal(a, b)) << "situ_glu";
-  be().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, g.data());  // out aliases g
-  EXPECT_TRUE(bitwise_equal(g, a)) << "situ_glu in place";
+  for (size_t n : {size_t(301), size_t(3 * 3072 + 7)}) {  // the second is split over the pool (avx2)
+    auto g = randn(rng, n, 4.0f), u = randn(rng, n, 4.0f);
+    a.assign(n, 0), b.assign(n, 0);
+    sc().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, a.data());
+    be().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, b.data());
+    EXPECT_TRUE(bitwise_equal(a, b)) << "situ_glu, n " << n;
+    be().situ_glu(g.data(), u.data(), g.size(), 3.0f, 10.0f, g.data());  // out aliases g
+    EXPECT_TRUE(bitwise_equal(g, a)) << "situ_glu in place, n " << n;
+  }
 }
 
 TEST_P(BackendOps, AttnResIsBitwiseScalar) {

@@ -7,14 +7,16 @@
 namespace sluice::kda {
 
 void prepare(const KdaDims& d, const KdaParams& w, float* conv, const float* q, const float* k, const float* v,
-             const float* f, const float* beta, float* qc, float* kc, float* vc, float* decay, float* b) {
+             const float* f, const float* beta, float* qc, float* kc, float* vc, float* decay, float* b, int h0,
+             int h1) {
   const int NH = d.heads, D = d.dim, C = NH * D, K = d.conv_kernel;
   const float q_scale = 1.0f / std::sqrt(float(D));
   const size_t hist = size_t(K - 1) * C;
-  ref::causal_conv_silu_step(w.q_conv, C, K, conv + 0 * hist, q, qc);
-  ref::causal_conv_silu_step(w.k_conv, C, K, conv + 1 * hist, k, kc);
-  ref::causal_conv_silu_step(w.v_conv, C, K, conv + 2 * hist, v, vc);
-  for (int h = 0; h < NH; h++) {
+  const int c0 = h0 * D, c1 = h1 * D;
+  ref::causal_conv_silu_step(w.q_conv, C, K, conv + 0 * hist, q, qc, c0, c1);
+  ref::causal_conv_silu_step(w.k_conv, C, K, conv + 1 * hist, k, kc, c0, c1);
+  ref::causal_conv_silu_step(w.v_conv, C, K, conv + 2 * hist, v, vc, c0, c1);
+  for (int h = h0; h < h1; h++) {
     float* qh = qc + size_t(h) * D;
     float* kh = kc + size_t(h) * D;
     ref::l2norm(qh, D, d.eps);

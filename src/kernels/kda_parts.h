@@ -13,9 +13,12 @@
 
 namespace sluice::kda {
 
-// One position's inputs (rows of KdaRows) into qc, kc, vc [C], decay [C], b [NH].
+// One position's inputs (rows of KdaRows) into qc, kc, vc [C], decay [C], b [NH],
+// for heads h0..h1-1 (their channels and conv history only: heads are
+// independent here, so a threaded entry splits them, same bits).
 void prepare(const KdaDims& d, const KdaParams& w, float* conv, const float* q, const float* k, const float* v,
-             const float* f, const float* beta, float* qc, float* kc, float* vc, float* decay, float* b);
+             const float* f, const float* beta, float* qc, float* kc, float* vc, float* decay, float* b, int h0,
+             int h1);
 
 // Head h's recurrence for one position (D × D state, S[i·D + j]: key i, value j):
 //   S = F · decay_i (row i);  e_j = v_j − Σ_i k_i S_ij (i in order);

@@ -573,5 +573,23 @@ TEST(RefKernels, CausalConvStepMatchesFullConvolution) {
   }
 }
 
+TEST(RefKernels, CausalConvStepByChannelRangesIsTheWholeStep) {
+  Rng rng(17);
+  for (int K : {1, 2, 4}) {
+    const int C = 11, steps = 6;
+    auto w = random_activations(rng, size_t(C) * K);
+    auto inputs = random_activations(rng, size_t(steps) * C);
+    std::vector<float> ha(size_t(std::max(K - 1, 0)) * C, 0.0f), hb = ha, ya(C), yb(C);
+    for (int s = 0; s < steps; s++) {
+      const float* x = inputs.data() + size_t(s) * C;
+      ref::causal_conv_silu_step(w.data(), C, K, ha.data(), x, ya.data());
+      const int cuts[][2] = {{4, 9}, {0, 3}, {9, 11}, {3, 4}};  // [0, C) in pieces, out of order
+      for (const auto& r : cuts) ref::causal_conv_silu_step(w.data(), C, K, hb.data(), x, yb.data(), r[0], r[1]);
+      ASSERT_EQ(std::memcmp(ya.data(), yb.data(), sizeof(float) * C), 0) << "K=" << K << " step=" << s;
+      ASSERT_EQ(std::memcmp(ha.data(), hb.data(), sizeof(float) * ha.size()), 0) << "K=" << K << " step=" << s;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice

@@ -155,16 +155,20 @@ void situ_glu(const float* g, const float* u, int n, float beta, float beta_lin,
 }
 
 void causal_conv_silu_step(const float* w, int C, int K, float* hist, const float* x, float* y) {
-  for (int c = 0; c < C; c++) {
+  causal_conv_silu_step(w, C, K, hist, x, y, 0, C);
+}
+
+void causal_conv_silu_step(const float* w, int C, int K, float* hist, const float* x, float* y, int c0, int c1) {
+  for (int c = c0; c < c1; c++) {
     float acc = 0.0f;
     for (int j = 0; j < K - 1; j++) acc += w[size_t(c) * K + j] * hist[size_t(j) * C + c];
     acc += w[size_t(c) * K + K - 1] * x[c];
     y[c] = silu(acc);
   }
-  if (K > 1) {
-    std::memmove(hist, hist + C, sizeof(float) * size_t(K - 2) * C);
-    std::memcpy(hist + size_t(K - 2) * C, x, sizeof(float) * C);
-  }
+  // Each history row moves up one (rows are C apart: no overlap within a range).
+  const size_t n = sizeof(float) * size_t(c1 - c0);
+  for (int j = 0; j + 1 < K - 1; j++) std::memcpy(hist + size_t(j) * C + c0, hist + size_t(j + 1) * C + c0, n);
+  if (K > 1) std::memcpy(hist + size_t(K - 2) * C + c0, x + c0, n);
 }
 
 }  // namespace sluice::ref

@@ -69,7 +69,9 @@ void situ_glu(const float* g, const float* u, int n, float beta, float beta_lin,
 // Depthwise causal conv, one step: for each channel c,
 //   y[c] = silu( sum_{j<K-1} w[c*K+j]·hist[j*C+c] + w[c*K+K-1]·x[c] )
 // where hist holds the previous K-1 inputs, oldest first ([K-1][C]); then the
-// history shifts and x becomes its newest row.
+// history shifts and x becomes its newest row. The range form does channels
+// c0..c1-1 only (channels are independent: a threaded caller splits them).
 void causal_conv_silu_step(const float* w, int C, int K, float* hist, const float* x, float* y);
+void causal_conv_silu_step(const float* w, int C, int K, float* hist, const float* x, float* y, int c0, int c1);
 
 }  // namespace sluice::ref

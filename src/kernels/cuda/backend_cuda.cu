@@ -19,6 +19,7 @@
 #include "kernels/cuda/upload.h"
 #include "kernels/kda_parts.h"
 #include "kernels/ref.h"
+#include "kernels/threads.h"
 
 namespace sluice::cuda {
 namespace {
@@ -483,11 +484,15 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
   std::vector<float>& h = s.states.host;
   h.resize(4 * TC + size_t(T) * NH);
   float *qc = h.data(), *kc = qc + TC, *vc = kc + TC, *dec = vc + TC, *b = dec + TC;
-  for (int t = 0; t < T; t++) {
-    const size_t row = size_t(t) * C;
-    kda::prepare(d, w, conv, in.q + row, in.k + row, in.v + row, in.f + row, in.beta + size_t(t) * NH, qc + row,
-                 kc + row, vc + row, dec + row, b + size_t(t) * NH);
-  }
+  // Heads are independent in prepare (each its own channels and conv
+  // history): split over the CPU's kernel pool, each range's positions in order.
+  kernels::parallel_for(NH, [&](int64_t h0, int64_t h1) {
+    for (int t = 0; t < T; t++) {
+      const size_t row = size_t(t) * C;
+      kda::prepare(d, w, conv, in.q + row, in.k + row, in.v + row, in.f + row, in.beta + size_t(t) * NH, qc + row,
+                   kc + row, vc + row, dec + row, b + size_t(t) * NH, int(h0), int(h1));
+    }
+  });
 
   // The state's VRAM copy: found by its stamp, else uploaded.
   StateCopy from_copy;  // out of the map while this call uses it
@@ -517,11 +522,13 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
   finish(s);
   s.stats.kda_calls++;
   if (out)
-    for (int t = 0; t < T; t++)
-      for (int hd = 0; hd < NH; hd++) {
-        const size_t at = size_t(t) * C + size_t(hd) * D;
-        kda::gate(D, d.eps, w.o_norm, in.z + at, out + at);
-      }
+    kernels::parallel_for(NH, [&](int64_t h0, int64_t h1) {
+      for (int t = 0; t < T; t++)
+        for (int64_t hd = h0; hd < h1; hd++) {
+          const size_t at = size_t(t) * C + size_t(hd) * D;
+          kda::gate(D, d.eps, w.o_norm, in.z + at, out + at);
+        }
+    });
   const uint64_t to = keep ? put_copy(s, 0, {keep, nS, nS, w.owner, 0}) : 0;
   if (stamp) stamp->to = to;
 }
