@@ -356,6 +356,28 @@ int main(int argc, char** argv) {
     const double ms = time_ms(20, [&](int i) { cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y); });
     report(std::string(sh.name) + " GEMV, no PDL", double(bytes), ms_alone, g_ceiling);
     report(std::string(sh.name) + " GEMV", double(bytes), ms, g_ceiling);
+    // The other decode shapes (same bits), and how long the host takes to
+    // queue one launch: a host that cannot stay ahead of the GPU would be
+    // timed instead of the kernel.
+    const cuda::Bf16Tuning standard = cuda::bf16_tuning();
+    for (const cuda::Bf16Tuning t : cuda::bf16_tunings()) {
+      if (t.rows == standard.rows && t.ahead == standard.ahead) continue;
+      cuda::set_bf16_tuning(t);
+      const double ms_t =
+          time_ms(20, [&](int i) { cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y); });
+      report(std::string(sh.name) + " GEMV, " + std::to_string(t.rows) + " rows a block, " + std::to_string(t.ahead) +
+                 " ahead",
+             double(bytes), ms_t, g_ceiling);
+    }
+    cuda::set_bf16_tuning(standard);
+    {
+      ok(cudaDeviceSynchronize(), "sync");
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 20; i++) cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y);
+      const double host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 20;
+      ok(cudaDeviceSynchronize(), "sync");
+      std::printf("  host time to queue one launch: %.2f us (the GPU's: %.2f us)\n", host_us, ms * 1e3);
+    }
     // The read kernel over the same bytes, one launch per matrix as the GEMV:
     // what a launch of this size can reach at all (launch, ramp and tail).
     double read_ms = 1e30;

@@ -1,10 +1,14 @@
 // kernels/cuda/bf16.cu — bf16 matrix-vector and matrix-matrix products.
 //
-// A block of 256 threads takes 4 rows; thread j reads 16-byte chunks
-// (8 columns) j, j+256, j+512, ... of each row, up to 4 chunks per row
-// (16 loads) issued before the first is used, so one round trip to memory
-// covers up to 8192 columns and every activation chunk serves 4 rows.
-// Tokens go through in passes of up to 4, the weights loaded once per pass.
+// A block of 256 threads takes R rows; thread j reads 16-byte chunks (8
+// columns) j, j+256, j+512, ... of each row, A chunks per row issued before
+// the first is used (R·A loads in flight a thread). Decode launches (one
+// token) take R = 2, A = 2: small blocks, many of them an SM, measured the
+// fastest on every K3 spine shape (docs/kernels.md, "Thirteenth session");
+// passes of 2-4 tokens take R = 4, A = 4 (every activation chunk serves 4
+// rows). set_bf16_tuning picks another decode shape for the benchmark; R and
+// A change the speed, never the bits. Tokens go through in passes of up to
+// 4, the weights loaded once per pass.
 //
 // Reduction order (depends only on cols): thread j accumulates its chunks in
 // ascending order, the 8 columns of a chunk left to right, one FMA each; a
@@ -30,7 +34,8 @@ namespace sluice::cuda {
 namespace {
 using namespace detail;
 
-constexpr int kBlockRows = 4, kThreads = 256, kWarps = kThreads / 32, kAhead = 4;
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+Bf16Tuning g_tuning = {2, 2};  // decode launches (set_bf16_tuning)
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -38,7 +43,7 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-template <int kTok>
+template <int kTok, int kBlockRows, int kAhead>
 __global__ void __launch_bounds__(kThreads) bf16_kernel(const uint16_t* __restrict__ W, int rows, int cols,
                                                         const float* __restrict__ X, int tok0, float* __restrict__ Y) {
   __shared__ float part[kWarps][kBlockRows][kTok];
@@ -115,10 +120,24 @@ __global__ void __launch_bounds__(kThreads) bf16_kernel(const uint16_t* __restri
   }
 }
 
+template <int kTok, int kBlockRows, int kAhead>
+void launch_shape(const uint16_t* W, int rows, int cols, const float* X, int tok0, float* Y, cudaStream_t stream) {
+  launch_pdl(bf16_kernel<kTok, kBlockRows, kAhead>, dim3((rows + kBlockRows - 1) / kBlockRows), dim3(kThreads), 0,
+             stream, "bf16 kernel launch", W, rows, cols, X, tok0, Y);
+}
+
 template <int kTok>
 void launch(const uint16_t* W, int rows, int cols, const float* X, int tok0, float* Y, cudaStream_t stream) {
-  launch_pdl(bf16_kernel<kTok>, dim3((rows + kBlockRows - 1) / kBlockRows), dim3(kThreads), 0, stream, "bf16 kernel launch",
-             W, rows, cols, X, tok0, Y);
+  if constexpr (kTok > 1) {
+    launch_shape<kTok, 4, 4>(W, rows, cols, X, tok0, Y, stream);
+  } else {
+    const Bf16Tuning t = g_tuning;
+    if (t.rows == 2 && t.ahead == 2) return launch_shape<1, 2, 2>(W, rows, cols, X, tok0, Y, stream);
+    if (t.rows == 4 && t.ahead == 4) return launch_shape<1, 4, 4>(W, rows, cols, X, tok0, Y, stream);
+    if (t.rows == 4 && t.ahead == 1) return launch_shape<1, 4, 1>(W, rows, cols, X, tok0, Y, stream);
+    if (t.rows == 8 && t.ahead == 2) return launch_shape<1, 8, 2>(W, rows, cols, X, tok0, Y, stream);
+    launch_shape<1, 2, 4>(W, rows, cols, X, tok0, Y, stream);  // {2, 4}: the list in bf16_tunings()
+  }
 }
 
 }  // namespace
@@ -139,6 +158,20 @@ void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, f
     default: break;
   }
 }
+
+std::vector<Bf16Tuning> bf16_tunings() { return {{2, 2}, {4, 4}, {4, 1}, {8, 2}, {2, 4}}; }
+
+void set_bf16_tuning(Bf16Tuning t) {
+  for (const Bf16Tuning& k : bf16_tunings())
+    if (k.rows == t.rows && k.ahead == t.ahead) {
+      g_tuning = t;
+      return;
+    }
+  throw std::invalid_argument("cuda: no bf16 tuning of " + std::to_string(t.rows) + " rows, " + std::to_string(t.ahead) +
+                              " chunks ahead");
+}
+
+Bf16Tuning bf16_tuning() { return g_tuning; }
 
 void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y, void* stream) {
   matmul_bf16(W, rows, cols, x, 1, y, stream);

@@ -39,6 +39,18 @@ void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, f
 // for it before it reads activations. Same bits either way; off only to
 // measure one launch alone. Process-wide.
 void set_pdl(bool on);
+// The shape of the bf16 decode launches (one token): rows a block and 16-byte
+// chunks a thread loads ahead per row. Every tuning gives the same bits (a
+// row's sum is one thread order); only the speed differs (bench/
+// cuda_kernels.cu measures each). Default {2, 2}; bf16_tunings() lists the
+// others ({4, 4} was the default before). Process-wide; not to be changed
+// while another thread launches.
+struct Bf16Tuning {
+  int rows, ahead;
+};
+std::vector<Bf16Tuning> bf16_tunings();
+void set_bf16_tuning(Bf16Tuning t);  // std::invalid_argument if not in the list
+Bf16Tuning bf16_tuning();
 
 // ---- MXFP4 weights (spec §2.9): packed [rows][cols/2], scale [rows][cols/32]
 // `packed` must be 16-byte aligned; cols % 32 == 0 and cols <= 7168.

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -338,6 +339,40 @@ TEST(CudaKernels, Bf16RandomShapesMatchRef) {
   for (int i = 0; i < 12; i++) check_bf16(rng, rows(rng), cols(rng), tokens(rng));  // odd widths too
   check_bf16(rng, 64, 7168, 5);
   check_bf16(rng, 3584, 7168, 1);  // routed_expert_down_proj
+}
+
+// The decode launch's shape changes the speed only: every tuning gives the
+// default's bits, and a pass of several tokens (another shape) the same.
+TEST(CudaKernels, Bf16TuningsKeepTheBits) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(11);
+  const cuda::Bf16Tuning standard = cuda::bf16_tuning();
+  struct Restore {
+    cuda::Bf16Tuning t;
+    ~Restore() { cuda::set_bf16_tuning(t); }
+  } restore{standard};
+  for (const auto [rows, cols, n] : {std::array{37, 1000, 3}, std::array{130, 7168, 5}, std::array{3584, 7168, 1},
+                                     std::array{9, 33, 2}, std::array{1, 4104, 1}}) {
+    SCOPED_TRACE(testing::Message() << rows << "x" << cols << " n=" << n);
+    Dev<uint16_t> dw(random_bf16(rng, size_t(rows) * cols));
+    Dev<float> dx(random_activations(rng, size_t(n) * cols)), want(size_t(n) * rows), got(size_t(n) * rows);
+    cuda::set_bf16_tuning(standard);
+    cuda::matmul_bf16(dw.p, rows, cols, dx.p, n, want.p);
+    for (const cuda::Bf16Tuning t : cuda::bf16_tunings()) {
+      cuda::set_bf16_tuning(t);
+      for (int k = 0; k < n; k++) {  // one token at a time: the tuning's launches
+        Dev<float> y(rows);
+        y.poison();
+        cuda::matvec_bf16(dw.p, rows, cols, dx.p + size_t(k) * cols, y.p);
+        ASSERT_EQ(0, std::memcmp(y.get().data(), want.get().data() + size_t(k) * rows, rows * sizeof(float)))
+            << t.rows << " rows, " << t.ahead << " ahead, token " << k;
+      }
+      got.poison();
+      cuda::matmul_bf16(dw.p, rows, cols, dx.p, n, got.p);
+      ASSERT_TRUE(bitwise_equal(want.get(), got.get())) << t.rows << " rows, " << t.ahead << " ahead";
+    }
+  }
+  EXPECT_THROW(cuda::set_bf16_tuning({3, 2}), std::invalid_argument);
 }
 
 // Programmatic dependent launch: each GEMV of a chain reads the one before's
