@@ -224,6 +224,157 @@ void launch(const Params& P) {
   mma_kernel<kWarps, kRB, kTwoChains, kAhead><<<P.ntasks * ((P.rows + tile_rows - 1) / tile_rows), 32 * kWarps, 65536>>>(P);
 }
 
+// ---- Scale after the mma (thirteenth session). Each mma's 16 k-slots are
+// one group's columns, so the group's scale multiplies the mma's FP32 sums
+// (D · 2^(s-127): an FFMA into the row's accumulator) instead of every A
+// register (no HMUL2), and A comes straight from the table of plain E2M1
+// bf16 pairs. Lane (gq, c) loads bytes 4c..4c+3 of its group of rows gq and
+// gq+8 (two 4-byte loads: columns 8c..8c+7), which are the slots of mma 0
+// (bytes 4c, 4c+1) and mma 1 (bytes 4c+2, 4c+3); B's rows the same columns of
+// x's part gq, natural order, one 16-byte shared-memory read a group. Per
+// code byte: PRMT + LDS, a quarter of an mma, and per group the scale's
+// FFMAs: ~4 instructions a byte against the FMA chain's ~6.
+__device__ __forceinline__ void mma0(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                     uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+}
+__device__ __forceinline__ uint32_t ld_stream4(const void* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_nc4(const void* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+template <int kWarps, int kRB, int kAhead, bool kL1>
+__global__ void __launch_bounds__(32 * kWarps) sa_kernel(const __grid_constant__ Params P) {
+  extern __shared__ uint4 smem4[];
+  char* smem = reinterpret_cast<char*>(smem4);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int rows = P.rows, cols = P.cols, G = cols / 32;
+  const int tile_rows = kWarps * 16 * kRB;
+  const int tiles_per_task = (rows + tile_rows - 1) / tile_rows;
+  const int ti = blockIdx.x / tiles_per_task;
+  const int row_base = (blockIdx.x % tiles_per_task) * tile_rows + warp * 16 * kRB;
+  const Task T = P.task[ti];
+  const int gq = lane >> 2, c = lane & 3;
+  const uint32_t lane_off = 4u * lane;
+  const int half = cols / 2;
+  // Part p of x: logical bytes p·S .. (bf16, natural column order); S ≡ 64
+  // mod 128 so the two active parts of a quarter-warp's reads hit different banks.
+  const uint32_t S = ((uint32_t(2 * cols) + 127u) & ~127u) + 64u;
+  const uint8_t* pk[kRB][2];
+  const uint8_t* sc[kRB][2];
+#pragma unroll
+  for (int b = 0; b < kRB; b++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = min(row_base + 16 * b + gq + 8 * h, rows - 1);
+      pk[b][h] = T.packed + size_t(r) * half + 4 * c;
+      sc[b][h] = T.scale + size_t(r) * G;
+    }
+  auto ld = [&](const void* p) { return kL1 ? ld_nc4(p) : ld_stream4(p); };
+  uint32_t w[kAhead][kRB][2];
+#pragma unroll
+  for (int j = 0; j < kAhead; j++)
+#pragma unroll
+    for (int b = 0; b < kRB; b++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) w[j][b][h] = ld(pk[b][h] + 16 * min(j, G - 1));
+  for (int i = tid; i < 256 * 32; i += blockDim.x) {  // plain E2M1 bf16 pairs, a copy per lane
+    const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
+    reinterpret_cast<uint32_t*>(smem + 256u * b)[l] = bf16_bits(e2m1(b & 15u)) | (bf16_bits(e2m1(b >> 4)) << 16);
+  }
+  for (int k2 = tid; k2 < cols / 2; k2 += blockDim.x) {
+    const float2 v = reinterpret_cast<const float2*>(T.X)[k2];
+    uint32_t h[2], m[2], l[2];
+    const float xv[2] = {v.x, v.y};
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const uint32_t hb = __float_as_uint(xv[j]) & 0xffff0000u;
+      const float r1 = __fsub_rn(xv[j], __uint_as_float(hb));
+      const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
+      const float r2 = __fsub_rn(r1, __uint_as_float(mb));
+      h[j] = hb >> 16, m[j] = mb >> 16, l[j] = __float_as_uint(r2) >> 16;
+    }
+    *reinterpret_cast<uint32_t*>(smem + phys(0 * S + 4u * k2)) = h[0] | (h[1] << 16);
+    *reinterpret_cast<uint32_t*>(smem + phys(1 * S + 4u * k2)) = m[0] | (m[1] << 16);
+    *reinterpret_cast<uint32_t*>(smem + phys(2 * S + 4u * k2)) = l[0] | (l[1] << 16);
+  }
+  __syncthreads();
+  const bool bact = gq < 3;
+  const uint32_t xoff = uint32_t(gq) * S + 16u * c;  // + 64·g
+  float acc[kRB][4];
+#pragma unroll
+  for (int b = 0; b < kRB; b++) acc[b][0] = acc[b][1] = acc[b][2] = acc[b][3] = 0.f;
+  uint32_t sw[kRB][2];  // scale bytes of 4 groups (rows: G % 4 == 0 here)
+  for (int g0 = 0; g0 < G; g0 += kAhead) {
+#pragma unroll
+    for (int j = 0; j < kAhead; j++) {
+      const int g = g0 + j;
+      if ((g & 3) == 0) {
+#pragma unroll
+        for (int b = 0; b < kRB; b++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) sw[b][h] = __ldg(reinterpret_cast<const uint32_t*>(sc[b][h] + g));
+      }
+      uint4 xb = make_uint4(0, 0, 0, 0);
+      if (bact) xb = *reinterpret_cast<const uint4*>(smem + phys(xoff + 64u * uint32_t(g)));
+#pragma unroll
+      for (int b = 0; b < kRB; b++) {
+        const uint32_t wa = w[j][b][0], wb = w[j][b][1];
+        if (g + kAhead < G) {
+          w[j][b][0] = ld(pk[b][0] + 16 * (g + kAhead));
+          w[j][b][1] = ld(pk[b][1] + 16 * (g + kAhead));
+        }
+        uint32_t A[4][2];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          const uint32_t sel = 0x5504u | (uint32_t(k) << 4);
+          A[k][0] = *reinterpret_cast<const uint32_t*>(smem + __byte_perm(wa, lane_off, sel));
+          A[k][1] = *reinterpret_cast<const uint32_t*>(smem + __byte_perm(wb, lane_off, sel));
+        }
+        float d[4];
+        mma0(d, A[0][0], A[0][1], A[1][0], A[1][1], xb.x, xb.y);
+        mma(d, A[2][0], A[2][1], A[3][0], A[3][1], xb.z, xb.w);
+        const uint32_t sh = 8u * uint32_t(g & 3);
+        const float s0 = __uint_as_float(max(((sw[b][0] >> sh) & 255u) << 23, 0x00400000u));
+        const float s1 = __uint_as_float(max(((sw[b][1] >> sh) & 255u) << 23, 0x00400000u));
+        acc[b][0] = __fmaf_rn(d[0], s0, acc[b][0]);
+        acc[b][1] = __fmaf_rn(d[1], s0, acc[b][1]);
+        acc[b][2] = __fmaf_rn(d[2], s1, acc[b][2]);
+        acc[b][3] = __fmaf_rn(d[3], s1, acc[b][3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int b = 0; b < kRB; b++) {
+    // Column n of row gq is lane 4·gq + n/2's acc[n % 2] (row gq + 8: acc[2 + n % 2]).
+    const float e0 = __shfl_down_sync(0xffffffffu, acc[b][0], 1), e2 = __shfl_down_sync(0xffffffffu, acc[b][2], 1);
+    if (c == 0) {
+      const int r = row_base + 16 * b + gq;
+      if (r < rows) T.Y[r] = __fadd_rn(__fadd_rn(acc[b][0], acc[b][1]), e0);
+      if (r + 8 < rows) T.Y[r + 8] = __fadd_rn(__fadd_rn(acc[b][2], acc[b][3]), e2);
+    }
+  }
+}
+
+template <int kWarps, int kRB, int kAhead, bool kL1 = false>
+void launch_sa(const Params& P) {
+  const int tile_rows = kWarps * 16 * kRB;
+  static bool init = false;
+  if (!init) {
+    OK(cudaFuncSetAttribute(sa_kernel<kWarps, kRB, kAhead, kL1>, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+    init = true;
+  }
+  sa_kernel<kWarps, kRB, kAhead, kL1><<<P.ntasks * ((P.rows + tile_rows - 1) / tile_rows), 32 * kWarps, 65536>>>(P);
+}
+
 double time_ms(int iters, const std::function<void(int)>& f) {
   cudaEvent_t a, b;
   cudaEventCreate(&a); cudaEventCreate(&b);
@@ -381,6 +532,13 @@ int main() {
            upb / mu / 1e6 / ceil_gbs, dnb / md / 1e6, dnb / md / 1e6 / ceil_gbs, (upb + dnb) / mb / 1e6,
            (upb + dnb) / mb / 1e6 / ceil_gbs);
   };
+  run_cfg("sa 8w 16r a8", launch_sa<8, 1, 8>, launch_sa<8, 1, 8>);
+  run_cfg("sa 8w 16r a8 L1", launch_sa<8, 1, 8, true>, launch_sa<8, 1, 8, true>);
+  run_cfg("sa 8w 32r a4", launch_sa<8, 2, 4>, launch_sa<8, 2, 4>);
+  run_cfg("sa 8w 32r a8", launch_sa<8, 2, 8>, launch_sa<8, 2, 8>);
+  run_cfg("sa 4w 16r a8", launch_sa<4, 1, 8>, launch_sa<4, 1, 8>);
+  run_cfg("sa 4w 32r a8", launch_sa<4, 2, 8>, launch_sa<4, 2, 8>);
+  run_cfg("sa 8w 16r a16", launch_sa<8, 1, 16>, launch_sa<8, 1, 16>);
   run_cfg("8w 16r ahead1", launch<8, 1, false, 1>, launch<8, 1, false, 1>);
   run_cfg("8w 16r ahead2", launch<8, 1, false, 2>, launch<8, 1, false, 2>);
   run_cfg("8w 16r ahead3", launch<8, 1, false, 3>, launch<8, 1, false, 3>);
