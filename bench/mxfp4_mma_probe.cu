@@ -375,6 +375,147 @@ void launch_sa(const Params& P) {
   sa_kernel<kWarps, kRB, kAhead, kL1><<<P.ntasks * ((P.rows + tile_rows - 1) / tile_rows), 32 * kWarps, 65536>>>(P);
 }
 
+// The same scheme with the code bytes staged through shared memory: each
+// warp copies its 16 rows' next kG groups (16 bytes a row a group) with
+// 16-byte cp.async into a ring of kStages buffers (rows kG·16 + 16 bytes
+// apart: the 8 rows of a 4-byte read hit 8 bank groups), so the loads are
+// whole sectors and every address in the loop is a base plus a constant.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+template <int kN>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(kN)); }
+
+template <int kWarps, int kG, int kStages>
+__global__ void __launch_bounds__(32 * kWarps) sb_kernel(const __grid_constant__ Params P) {
+  extern __shared__ uint4 smem4[];
+  char* smem = reinterpret_cast<char*>(smem4);
+  constexpr int kRS = kG * 16 + 16;        // staged row stride
+  constexpr int kStage = 16 * kRS;         // one warp's stage
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int rows = P.rows, cols = P.cols, G = cols / 32;
+  const int tile_rows = kWarps * 16;
+  const int tiles_per_task = rows / tile_rows;  // the probe's shapes: rows % tile_rows == 0
+  const int ti = blockIdx.x / tiles_per_task;
+  const int row_base = (blockIdx.x % tiles_per_task) * tile_rows + warp * 16;
+  const Task T = P.task[ti];
+  const int gq = lane >> 2, c = lane & 3;
+  const uint32_t lane_off = 4u * lane;
+  const int half = cols / 2;
+  const uint32_t S = ((uint32_t(2 * cols) + 127u) & ~127u) + 64u;
+  char* const ring = smem + 65536 + warp * kStages * kStage;
+  const uint32_t ring_s = uint32_t(__cvta_generic_to_shared(ring));
+  // This lane's cp.async pieces: piece p = lane + 32i is row p / kG, 16-byte column p % kG.
+  constexpr int kPieces = 16 * kG / 32;
+  const uint8_t* src[kPieces];
+  uint32_t dst[kPieces];
+#pragma unroll
+  for (int i = 0; i < kPieces; i++) {
+    const int pc = lane + 32 * i, r = pc / kG, q = pc % kG;
+    src[i] = T.packed + size_t(row_base + r) * half + 16 * q;
+    dst[i] = uint32_t(r * kRS + 16 * q);
+  }
+  const int nst = G / kG;  // the probe's shapes: G % kG == 0
+  auto issue = [&](int st) {
+#pragma unroll
+    for (int i = 0; i < kPieces; i++) cp_async16(ring_s + uint32_t((st % kStages) * kStage) + dst[i], src[i] + 16 * kG * st);
+    cp_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < kStages - 1; st++) {
+    if (st < nst) issue(st);
+    else cp_commit();
+  }
+  for (int i = tid; i < 256 * 32; i += blockDim.x) {
+    const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
+    reinterpret_cast<uint32_t*>(smem + 256u * b)[l] = bf16_bits(e2m1(b & 15u)) | (bf16_bits(e2m1(b >> 4)) << 16);
+  }
+  for (int k2 = tid; k2 < cols / 2; k2 += blockDim.x) {
+    const float2 v = reinterpret_cast<const float2*>(T.X)[k2];
+    uint32_t h[2], m[2], l[2];
+    const float xv[2] = {v.x, v.y};
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const uint32_t hb = __float_as_uint(xv[j]) & 0xffff0000u;
+      const float r1 = __fsub_rn(xv[j], __uint_as_float(hb));
+      const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
+      const float r2 = __fsub_rn(r1, __uint_as_float(mb));
+      h[j] = hb >> 16, m[j] = mb >> 16, l[j] = __float_as_uint(r2) >> 16;
+    }
+    *reinterpret_cast<uint32_t*>(smem + phys(0 * S + 4u * k2)) = h[0] | (h[1] << 16);
+    *reinterpret_cast<uint32_t*>(smem + phys(1 * S + 4u * k2)) = m[0] | (m[1] << 16);
+    *reinterpret_cast<uint32_t*>(smem + phys(2 * S + 4u * k2)) = l[0] | (l[1] << 16);
+  }
+  __syncthreads();
+  const bool bact = gq < 3;
+  const uint32_t xoff = uint32_t(gq) * S + 16u * c;
+  const char* xp0 = smem + phys(xoff);
+  const uint32_t d1 = phys(xoff + 64u) - phys(xoff);  // odd groups: 64 or 192 bytes on
+  const uint8_t* sca = T.scale + size_t(row_base + gq) * G;
+  const uint8_t* scb = sca + 8 * size_t(G);
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  const uint32_t ra = uint32_t(gq * kRS + 4 * c), rb = ra + 8u * kRS;
+  for (int st = 0; st < nst; st++) {
+    if (st + kStages - 1 < nst) issue(st + kStages - 1);
+    else cp_commit();
+    // scales of this stage's groups, rows gq and gq + 8
+    uint32_t sa[kG / 4], sb[kG / 4];
+#pragma unroll
+    for (int q = 0; q < kG / 4; q++) {
+      sa[q] = __ldg(reinterpret_cast<const uint32_t*>(sca + kG * st) + q);
+      sb[q] = __ldg(reinterpret_cast<const uint32_t*>(scb + kG * st) + q);
+    }
+    cp_wait<kStages - 1>();
+    __syncwarp();
+    const char* buf = ring + (st % kStages) * kStage;
+    const char* xe = xp0 + 128 * kG * st;
+    const char* xo = xe + d1;
+#pragma unroll
+    for (int j = 0; j < kG; j++) {
+      const uint32_t wa = *reinterpret_cast<const uint32_t*>(buf + ra + 16 * j);
+      const uint32_t wb = *reinterpret_cast<const uint32_t*>(buf + rb + 16 * j);
+      uint4 xb = make_uint4(0, 0, 0, 0);
+      if (bact) xb = *reinterpret_cast<const uint4*>((j & 1 ? xo : xe) + 256 * (j / 2));
+      uint32_t A[4][2];
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const uint32_t sel = 0x5504u | (uint32_t(k) << 4);
+        A[k][0] = *reinterpret_cast<const uint32_t*>(smem + __byte_perm(wa, lane_off, sel));
+        A[k][1] = *reinterpret_cast<const uint32_t*>(smem + __byte_perm(wb, lane_off, sel));
+      }
+      float d[4];
+      mma0(d, A[0][0], A[0][1], A[1][0], A[1][1], xb.x, xb.y);
+      mma(d, A[2][0], A[2][1], A[3][0], A[3][1], xb.z, xb.w);
+      const uint32_t sh = 8u * uint32_t(j & 3);
+      const float s0 = __uint_as_float(max(((sa[j / 4] >> sh) & 255u) << 23, 0x00400000u));
+      const float s1 = __uint_as_float(max(((sb[j / 4] >> sh) & 255u) << 23, 0x00400000u));
+      acc[0] = __fmaf_rn(d[0], s0, acc[0]);
+      acc[1] = __fmaf_rn(d[1], s0, acc[1]);
+      acc[2] = __fmaf_rn(d[2], s1, acc[2]);
+      acc[3] = __fmaf_rn(d[3], s1, acc[3]);
+    }
+    __syncwarp();  // every lane is done with this buffer before it is refilled
+  }
+  const float e0 = __shfl_down_sync(0xffffffffu, acc[0], 1), e2 = __shfl_down_sync(0xffffffffu, acc[2], 1);
+  if (c == 0) {
+    const int r = row_base + gq;
+    T.Y[r] = __fadd_rn(__fadd_rn(acc[0], acc[1]), e0);
+    T.Y[r + 8] = __fadd_rn(__fadd_rn(acc[2], acc[3]), e2);
+  }
+}
+
+template <int kWarps, int kG, int kStages>
+void launch_sb(const Params& P) {
+  const int smem = 65536 + kWarps * kStages * 16 * (kG * 16 + 16);
+  static bool init = false;
+  if (!init) {
+    OK(cudaFuncSetAttribute(sb_kernel<kWarps, kG, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    init = true;
+  }
+  sb_kernel<kWarps, kG, kStages><<<P.ntasks * (P.rows / (kWarps * 16)), 32 * kWarps, smem>>>(P);
+}
+
 double time_ms(int iters, const std::function<void(int)>& f) {
   cudaEvent_t a, b;
   cudaEventCreate(&a); cudaEventCreate(&b);
@@ -532,6 +673,11 @@ int main() {
            upb / mu / 1e6 / ceil_gbs, dnb / md / 1e6, dnb / md / 1e6 / ceil_gbs, (upb + dnb) / mb / 1e6,
            (upb + dnb) / mb / 1e6 / ceil_gbs);
   };
+  run_cfg("sb 8w g4 s4", launch_sb<8, 4, 4>, launch_sb<8, 4, 4>);
+  run_cfg("sb 8w g8 s2", launch_sb<8, 8, 2>, launch_sb<8, 8, 2>);
+  run_cfg("sb 8w g4 s3", launch_sb<8, 4, 3>, launch_sb<8, 4, 3>);
+  run_cfg("sb 4w g4 s4", launch_sb<4, 4, 4>, launch_sb<4, 4, 4>);
+  run_cfg("sb 4w g8 s3", launch_sb<4, 8, 3>, launch_sb<4, 8, 3>);
   run_cfg("sa 8w 16r a8", launch_sa<8, 1, 8>, launch_sa<8, 1, 8>);
   run_cfg("sa 8w 16r a8 L1", launch_sa<8, 1, 8, true>, launch_sa<8, 1, 8, true>);
   run_cfg("sa 8w 32r a4", launch_sa<8, 2, 4>, launch_sa<8, 2, 4>);
