@@ -17,6 +17,11 @@
 // the warp kernel. The probe also checks that an mma's column-0 results do
 // not depend on the other columns (so a prefill kernel could put two tokens'
 // parts in one mma and keep decode's bits).
+//
+// sa_kernel / sb_kernel (thirteenth session): the group's scale applied to
+// the mma's FP32 sums instead of to A (4-byte code loads a lane, or staged by
+// cp.async): ten times more accurate, two to three times slower (docs/
+// kernels.md, "Thirteenth session").
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cstdio>
