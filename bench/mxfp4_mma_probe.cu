@@ -70,6 +70,40 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
 }
 __device__ __forceinline__ uint32_t phys(uint32_t o) { return ((o >> 7) << 8) + 128 + (o & 127); }
 
+// A block takes tile_rows rows of task blockIdx.x / tiles_of(P, tile_rows);
+// its warp w the warp_rows rows from warp_row_base on.
+__device__ __forceinline__ int tiles_of(const Params& P, int tile_rows) { return (P.rows + tile_rows - 1) / tile_rows; }
+__device__ __forceinline__ int warp_row_base(const Params& P, int tile_rows, int warp_rows) {
+  return int(blockIdx.x % tiles_of(P, tile_rows)) * tile_rows + int(threadIdx.x >> 5) * warp_rows;
+}
+
+// Every probe kernel's shared memory: the bf16 pairs of each code byte's two
+// E2M1 values (a copy per lane, low halves of 256-byte rows) and x split
+// exactly into three bf16 parts (x = hi + mid + lo: truncations, the rests
+// exact), part p at logical byte p·S in the rows' upper halves (phys).
+__device__ __forceinline__ void fill_table_and_parts(char* smem, const float* X, int cols, uint32_t S) {
+  for (int i = threadIdx.x; i < 256 * 32; i += blockDim.x) {
+    const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
+    reinterpret_cast<uint32_t*>(smem + 256u * b)[l] = bf16_bits(e2m1(b & 15u)) | (bf16_bits(e2m1(b >> 4)) << 16);
+  }
+  for (int k2 = threadIdx.x; k2 < cols / 2; k2 += blockDim.x) {
+    const float2 v = reinterpret_cast<const float2*>(X)[k2];
+    uint32_t h[2], m[2], l[2];
+    const float xv[2] = {v.x, v.y};
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const uint32_t hb = __float_as_uint(xv[j]) & 0xffff0000u;
+      const float r1 = __fsub_rn(xv[j], __uint_as_float(hb));
+      const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
+      const float r2 = __fsub_rn(r1, __uint_as_float(mb));
+      h[j] = hb >> 16, m[j] = mb >> 16, l[j] = __float_as_uint(r2) >> 16;
+    }
+    *reinterpret_cast<uint32_t*>(smem + phys(0 * S + 4u * k2)) = h[0] | (h[1] << 16);
+    *reinterpret_cast<uint32_t*>(smem + phys(1 * S + 4u * k2)) = m[0] | (m[1] << 16);
+    *reinterpret_cast<uint32_t*>(smem + phys(2 * S + 4u * k2)) = l[0] | (l[1] << 16);
+  }
+}
+
 
 
 // A block of kWarps warps takes kWarps·16·kRB rows of one task (no
@@ -85,13 +119,11 @@ template <int kWarps, int kRB, bool kTwoChains, int kAhead = 1>
 __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant__ Params P) {
   extern __shared__ uint4 smem4[];
   char* smem = reinterpret_cast<char*>(smem4);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31;
   const int rows = P.rows, cols = P.cols, G = cols / 32;
   const int tile_rows = kWarps * 16 * kRB;
-  const int tiles_per_task = (rows + tile_rows - 1) / tile_rows;
-  const int ti = blockIdx.x / tiles_per_task;
-  const int row_base = (blockIdx.x % tiles_per_task) * tile_rows + warp * 16 * kRB;
-  const Task T = P.task[ti];
+  const int row_base = warp_row_base(P, tile_rows, 16 * kRB);
+  const Task T = P.task[blockIdx.x / tiles_of(P, tile_rows)];
 
   const uint32_t S = (uint32_t(2 * cols) + 127u) & ~127u;  // bytes per part, in the rows' upper halves
   const int gq = lane >> 2, c = lane & 3;
@@ -131,26 +163,7 @@ __global__ void __launch_bounds__(32 * kWarps) mma_kernel(const __grid_constant_
         w[j][b][h] = ld_stream16(pk[b][h] + 64 * nx), s[j][b][h] = ld_stream8(sc[b][h] + 4 * nx);
       }
   // The table and x's parts while the first code words are on their way.
-  for (int i = tid; i < 256 * 32; i += blockDim.x) {  // bf16 pairs of a code byte, a copy per lane
-    const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
-    reinterpret_cast<uint32_t*>(smem + 256u * b)[l] = bf16_bits(e2m1(b & 15u)) | (bf16_bits(e2m1(b >> 4)) << 16);
-  }
-  for (int k2 = tid; k2 < cols / 2; k2 += blockDim.x) {
-    const float2 v = reinterpret_cast<const float2*>(T.X)[k2];
-    uint32_t h[2], m[2], l[2];
-    const float xv[2] = {v.x, v.y};
-#pragma unroll
-    for (int j = 0; j < 2; j++) {  // x = hi + mid + lo exactly (truncations; the rests are exact)
-      const uint32_t hb = __float_as_uint(xv[j]) & 0xffff0000u;
-      const float r1 = __fsub_rn(xv[j], __uint_as_float(hb));
-      const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
-      const float r2 = __fsub_rn(r1, __uint_as_float(mb));
-      h[j] = hb >> 16, m[j] = mb >> 16, l[j] = __float_as_uint(r2) >> 16;
-    }
-    *reinterpret_cast<uint32_t*>(smem + phys(0 * S + 4u * k2)) = h[0] | (h[1] << 16);
-    *reinterpret_cast<uint32_t*>(smem + phys(1 * S + 4u * k2)) = m[0] | (m[1] << 16);
-    *reinterpret_cast<uint32_t*>(smem + phys(2 * S + 4u * k2)) = l[0] | (l[1] << 16);
-  }
+  fill_table_and_parts(smem, T.X, cols, S);
   __syncthreads();
   for (int st0 = 0; st0 < steps; st0 += K1) {
 #pragma unroll
@@ -245,6 +258,30 @@ __device__ __forceinline__ void mma0(float (&d)[4], uint32_t a0, uint32_t a1, ui
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
 }
+// One group of rows gq and gq + 8 in the scale-after scheme: wa / wb are this
+// lane's code bytes 4c..4c+3 of the group (slots of mma 0: bytes 4c, 4c+1;
+// mma 1: 4c+2, 4c+3), xb its B registers for both mmas; the group's scale
+// bytes sit at bit `sh` of swa / swb. Two mmas from zero, then D · 2^(s-127)
+// into acc (D's registers 0-1: row gq, 2-3: row gq + 8).
+__device__ __forceinline__ void sa_group(const char* smem, uint32_t wa, uint32_t wb, uint32_t lane_off, uint4 xb,
+                                         uint32_t swa, uint32_t swb, uint32_t sh, float (&acc)[4]) {
+  uint32_t A[4][2];
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const uint32_t sel = 0x5504u | (uint32_t(k) << 4);
+    A[k][0] = *reinterpret_cast<const uint32_t*>(smem + __byte_perm(wa, lane_off, sel));
+    A[k][1] = *reinterpret_cast<const uint32_t*>(smem + __byte_perm(wb, lane_off, sel));
+  }
+  float d[4];
+  mma0(d, A[0][0], A[0][1], A[1][0], A[1][1], xb.x, xb.y);
+  mma(d, A[2][0], A[2][1], A[3][0], A[3][1], xb.z, xb.w);
+  const float s0 = __uint_as_float(max(((swa >> sh) & 255u) << 23, 0x00400000u));
+  const float s1 = __uint_as_float(max(((swb >> sh) & 255u) << 23, 0x00400000u));
+  acc[0] = __fmaf_rn(d[0], s0, acc[0]);
+  acc[1] = __fmaf_rn(d[1], s0, acc[1]);
+  acc[2] = __fmaf_rn(d[2], s1, acc[2]);
+  acc[3] = __fmaf_rn(d[3], s1, acc[3]);
+}
 __device__ __forceinline__ uint32_t ld_stream4(const void* p) {
   uint32_t v;
   asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
@@ -260,13 +297,11 @@ template <int kWarps, int kRB, int kAhead, bool kL1>
 __global__ void __launch_bounds__(32 * kWarps) sa_kernel(const __grid_constant__ Params P) {
   extern __shared__ uint4 smem4[];
   char* smem = reinterpret_cast<char*>(smem4);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31;
   const int rows = P.rows, cols = P.cols, G = cols / 32;
   const int tile_rows = kWarps * 16 * kRB;
-  const int tiles_per_task = (rows + tile_rows - 1) / tile_rows;
-  const int ti = blockIdx.x / tiles_per_task;
-  const int row_base = (blockIdx.x % tiles_per_task) * tile_rows + warp * 16 * kRB;
-  const Task T = P.task[ti];
+  const int row_base = warp_row_base(P, tile_rows, 16 * kRB);
+  const Task T = P.task[blockIdx.x / tiles_of(P, tile_rows)];
   const int gq = lane >> 2, c = lane & 3;
   const uint32_t lane_off = 4u * lane;
   const int half = cols / 2;
@@ -291,26 +326,7 @@ __global__ void __launch_bounds__(32 * kWarps) sa_kernel(const __grid_constant__
     for (int b = 0; b < kRB; b++)
 #pragma unroll
       for (int h = 0; h < 2; h++) w[j][b][h] = ld(pk[b][h] + 16 * min(j, G - 1));
-  for (int i = tid; i < 256 * 32; i += blockDim.x) {  // plain E2M1 bf16 pairs, a copy per lane
-    const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
-    reinterpret_cast<uint32_t*>(smem + 256u * b)[l] = bf16_bits(e2m1(b & 15u)) | (bf16_bits(e2m1(b >> 4)) << 16);
-  }
-  for (int k2 = tid; k2 < cols / 2; k2 += blockDim.x) {
-    const float2 v = reinterpret_cast<const float2*>(T.X)[k2];
-    uint32_t h[2], m[2], l[2];
-    const float xv[2] = {v.x, v.y};
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-      const uint32_t hb = __float_as_uint(xv[j]) & 0xffff0000u;
-      const float r1 = __fsub_rn(xv[j], __uint_as_float(hb));
-      const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
-      const float r2 = __fsub_rn(r1, __uint_as_float(mb));
-      h[j] = hb >> 16, m[j] = mb >> 16, l[j] = __float_as_uint(r2) >> 16;
-    }
-    *reinterpret_cast<uint32_t*>(smem + phys(0 * S + 4u * k2)) = h[0] | (h[1] << 16);
-    *reinterpret_cast<uint32_t*>(smem + phys(1 * S + 4u * k2)) = m[0] | (m[1] << 16);
-    *reinterpret_cast<uint32_t*>(smem + phys(2 * S + 4u * k2)) = l[0] | (l[1] << 16);
-  }
+  fill_table_and_parts(smem, T.X, cols, S);
   __syncthreads();
   const bool bact = gq < 3;
   const uint32_t xoff = uint32_t(gq) * S + 16u * c;  // + 64·g
@@ -337,23 +353,7 @@ __global__ void __launch_bounds__(32 * kWarps) sa_kernel(const __grid_constant__
           w[j][b][0] = ld(pk[b][0] + 16 * (g + kAhead));
           w[j][b][1] = ld(pk[b][1] + 16 * (g + kAhead));
         }
-        uint32_t A[4][2];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          const uint32_t sel = 0x5504u | (uint32_t(k) << 4);
-          A[k][0] = *reinterpret_cast<const uint32_t*>(smem + __byte_perm(wa, lane_off, sel));
-          A[k][1] = *reinterpret_cast<const uint32_t*>(smem + __byte_perm(wb, lane_off, sel));
-        }
-        float d[4];
-        mma0(d, A[0][0], A[0][1], A[1][0], A[1][1], xb.x, xb.y);
-        mma(d, A[2][0], A[2][1], A[3][0], A[3][1], xb.z, xb.w);
-        const uint32_t sh = 8u * uint32_t(g & 3);
-        const float s0 = __uint_as_float(max(((sw[b][0] >> sh) & 255u) << 23, 0x00400000u));
-        const float s1 = __uint_as_float(max(((sw[b][1] >> sh) & 255u) << 23, 0x00400000u));
-        acc[b][0] = __fmaf_rn(d[0], s0, acc[b][0]);
-        acc[b][1] = __fmaf_rn(d[1], s0, acc[b][1]);
-        acc[b][2] = __fmaf_rn(d[2], s1, acc[b][2]);
-        acc[b][3] = __fmaf_rn(d[3], s1, acc[b][3]);
+        sa_group(smem, wa, wb, lane_off, xb, sw[b][0], sw[b][1], 8u * uint32_t(g & 3), acc[b]);
       }
     }
   }
@@ -399,12 +399,10 @@ __global__ void __launch_bounds__(32 * kWarps) sb_kernel(const __grid_constant__
   constexpr int kRS = kG * 16 + 16;        // staged row stride
   constexpr int kStage = 16 * kRS;         // one warp's stage
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int rows = P.rows, cols = P.cols, G = cols / 32;
+  const int cols = P.cols, G = cols / 32;
   const int tile_rows = kWarps * 16;
-  const int tiles_per_task = rows / tile_rows;  // the probe's shapes: rows % tile_rows == 0
-  const int ti = blockIdx.x / tiles_per_task;
-  const int row_base = (blockIdx.x % tiles_per_task) * tile_rows + warp * 16;
-  const Task T = P.task[ti];
+  const int row_base = warp_row_base(P, tile_rows, 16);  // the probe's shapes: rows % tile_rows == 0
+  const Task T = P.task[blockIdx.x / tiles_of(P, tile_rows)];
   const int gq = lane >> 2, c = lane & 3;
   const uint32_t lane_off = 4u * lane;
   const int half = cols / 2;
@@ -432,26 +430,7 @@ __global__ void __launch_bounds__(32 * kWarps) sb_kernel(const __grid_constant__
     if (st < nst) issue(st);
     else cp_commit();
   }
-  for (int i = tid; i < 256 * 32; i += blockDim.x) {
-    const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
-    reinterpret_cast<uint32_t*>(smem + 256u * b)[l] = bf16_bits(e2m1(b & 15u)) | (bf16_bits(e2m1(b >> 4)) << 16);
-  }
-  for (int k2 = tid; k2 < cols / 2; k2 += blockDim.x) {
-    const float2 v = reinterpret_cast<const float2*>(T.X)[k2];
-    uint32_t h[2], m[2], l[2];
-    const float xv[2] = {v.x, v.y};
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-      const uint32_t hb = __float_as_uint(xv[j]) & 0xffff0000u;
-      const float r1 = __fsub_rn(xv[j], __uint_as_float(hb));
-      const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
-      const float r2 = __fsub_rn(r1, __uint_as_float(mb));
-      h[j] = hb >> 16, m[j] = mb >> 16, l[j] = __float_as_uint(r2) >> 16;
-    }
-    *reinterpret_cast<uint32_t*>(smem + phys(0 * S + 4u * k2)) = h[0] | (h[1] << 16);
-    *reinterpret_cast<uint32_t*>(smem + phys(1 * S + 4u * k2)) = m[0] | (m[1] << 16);
-    *reinterpret_cast<uint32_t*>(smem + phys(2 * S + 4u * k2)) = l[0] | (l[1] << 16);
-  }
+  fill_table_and_parts(smem, T.X, cols, S);
   __syncthreads();
   const bool bact = gq < 3;
   const uint32_t xoff = uint32_t(gq) * S + 16u * c;
@@ -482,23 +461,7 @@ __global__ void __launch_bounds__(32 * kWarps) sb_kernel(const __grid_constant__
       const uint32_t wb = *reinterpret_cast<const uint32_t*>(buf + rb + 16 * j);
       uint4 xb = make_uint4(0, 0, 0, 0);
       if (bact) xb = *reinterpret_cast<const uint4*>((j & 1 ? xo : xe) + 256 * (j / 2));
-      uint32_t A[4][2];
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const uint32_t sel = 0x5504u | (uint32_t(k) << 4);
-        A[k][0] = *reinterpret_cast<const uint32_t*>(smem + __byte_perm(wa, lane_off, sel));
-        A[k][1] = *reinterpret_cast<const uint32_t*>(smem + __byte_perm(wb, lane_off, sel));
-      }
-      float d[4];
-      mma0(d, A[0][0], A[0][1], A[1][0], A[1][1], xb.x, xb.y);
-      mma(d, A[2][0], A[2][1], A[3][0], A[3][1], xb.z, xb.w);
-      const uint32_t sh = 8u * uint32_t(j & 3);
-      const float s0 = __uint_as_float(max(((sa[j / 4] >> sh) & 255u) << 23, 0x00400000u));
-      const float s1 = __uint_as_float(max(((sb[j / 4] >> sh) & 255u) << 23, 0x00400000u));
-      acc[0] = __fmaf_rn(d[0], s0, acc[0]);
-      acc[1] = __fmaf_rn(d[1], s0, acc[1]);
-      acc[2] = __fmaf_rn(d[2], s1, acc[2]);
-      acc[3] = __fmaf_rn(d[3], s1, acc[3]);
+      sa_group(smem, wa, wb, lane_off, xb, sa[j / 4], sb[j / 4], 8u * uint32_t(j & 3), acc);
     }
     __syncwarp();  // every lane is done with this buffer before it is refilled
   }
