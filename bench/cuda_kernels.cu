@@ -349,11 +349,11 @@ int main(int argc, char** argv) {
     // Consecutive launches on one stream, as a decode step queues them: with
     // programmatic dependent launch (the default) a launch's first weight
     // loads overlap the last one's tail; without it each waits for the last.
+    const auto gemv = [&](int i) { cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y); };
     cuda::set_pdl(false);
-    const double ms_alone =
-        time_ms(20, [&](int i) { cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y); });
+    const double ms_alone = time_ms(20, gemv);
     cuda::set_pdl(true);
-    const double ms = time_ms(20, [&](int i) { cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y); });
+    const double ms = time_ms(20, gemv);
     report(std::string(sh.name) + " GEMV, no PDL", double(bytes), ms_alone, g_ceiling);
     report(std::string(sh.name) + " GEMV", double(bytes), ms, g_ceiling);
     // The other decode shapes (same bits), and how long the host takes to
@@ -363,8 +363,7 @@ int main(int argc, char** argv) {
     for (const cuda::Bf16Tuning t : cuda::bf16_tunings()) {
       if (t.rows == standard.rows && t.ahead == standard.ahead) continue;
       cuda::set_bf16_tuning(t);
-      const double ms_t =
-          time_ms(20, [&](int i) { cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y); });
+      const double ms_t = time_ms(20, gemv);
       report(std::string(sh.name) + " GEMV, " + std::to_string(t.rows) + " rows a block, " + std::to_string(t.ahead) +
                  " ahead",
              double(bytes), ms_t, g_ceiling);
@@ -373,7 +372,7 @@ int main(int argc, char** argv) {
     {
       ok(cudaDeviceSynchronize(), "sync");
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < 20; i++) cuda::matvec_bf16(W + size_t(i % nbuf) * sh.rows * sh.cols, sh.rows, sh.cols, x, y);
+      for (int i = 0; i < 20; i++) gemv(i);
       const double host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 20;
       ok(cudaDeviceSynchronize(), "sync");
       std::printf("  host time to queue one launch: %.2f us (the GPU's: %.2f us)\n", host_us, ms * 1e3);

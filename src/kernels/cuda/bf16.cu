@@ -35,7 +35,6 @@ namespace {
 using namespace detail;
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-Bf16Tuning g_tuning = {2, 2};  // decode launches (set_bf16_tuning)
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -126,18 +125,26 @@ void launch_shape(const uint16_t* W, int rows, int cols, const float* X, int tok
              stream, "bf16 kernel launch", W, rows, cols, X, tok0, Y);
 }
 
+// The decode shapes a tuning may name, the default first: both the list
+// bf16_tunings() returns and the launch each one makes.
+using Launcher = void (*)(const uint16_t*, int, int, const float*, int, float*, cudaStream_t);
+struct DecodeShape {
+  Bf16Tuning tuning;
+  Launcher launch;
+};
+constexpr DecodeShape kDecodeShapes[] = {{{2, 2}, launch_shape<1, 2, 2>},
+                                         {{4, 4}, launch_shape<1, 4, 4>},
+                                         {{4, 1}, launch_shape<1, 4, 1>},
+                                         {{8, 2}, launch_shape<1, 8, 2>},
+                                         {{2, 4}, launch_shape<1, 2, 4>}};
+const DecodeShape* g_decode = &kDecodeShapes[0];  // set_bf16_tuning
+
 template <int kTok>
 void launch(const uint16_t* W, int rows, int cols, const float* X, int tok0, float* Y, cudaStream_t stream) {
-  if constexpr (kTok > 1) {
+  if constexpr (kTok > 1)
     launch_shape<kTok, 4, 4>(W, rows, cols, X, tok0, Y, stream);
-  } else {
-    const Bf16Tuning t = g_tuning;
-    if (t.rows == 2 && t.ahead == 2) return launch_shape<1, 2, 2>(W, rows, cols, X, tok0, Y, stream);
-    if (t.rows == 4 && t.ahead == 4) return launch_shape<1, 4, 4>(W, rows, cols, X, tok0, Y, stream);
-    if (t.rows == 4 && t.ahead == 1) return launch_shape<1, 4, 1>(W, rows, cols, X, tok0, Y, stream);
-    if (t.rows == 8 && t.ahead == 2) return launch_shape<1, 8, 2>(W, rows, cols, X, tok0, Y, stream);
-    launch_shape<1, 2, 4>(W, rows, cols, X, tok0, Y, stream);  // {2, 4}: the list in bf16_tunings()
-  }
+  else
+    g_decode->launch(W, rows, cols, X, tok0, Y, stream);
 }
 
 }  // namespace
@@ -159,19 +166,23 @@ void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, f
   }
 }
 
-std::vector<Bf16Tuning> bf16_tunings() { return {{2, 2}, {4, 4}, {4, 1}, {8, 2}, {2, 4}}; }
+std::vector<Bf16Tuning> bf16_tunings() {
+  std::vector<Bf16Tuning> all;
+  for (const DecodeShape& d : kDecodeShapes) all.push_back(d.tuning);
+  return all;
+}
 
 void set_bf16_tuning(Bf16Tuning t) {
-  for (const Bf16Tuning& k : bf16_tunings())
-    if (k.rows == t.rows && k.ahead == t.ahead) {
-      g_tuning = t;
+  for (const DecodeShape& d : kDecodeShapes)
+    if (d.tuning.rows == t.rows && d.tuning.ahead == t.ahead) {
+      g_decode = &d;
       return;
     }
   throw std::invalid_argument("cuda: no bf16 tuning of " + std::to_string(t.rows) + " rows, " + std::to_string(t.ahead) +
                               " chunks ahead");
 }
 
-Bf16Tuning bf16_tuning() { return g_tuning; }
+Bf16Tuning bf16_tuning() { return g_decode->tuning; }
 
 void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y, void* stream) {
   matmul_bf16(W, rows, cols, x, 1, y, stream);

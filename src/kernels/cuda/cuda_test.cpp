@@ -358,18 +358,19 @@ TEST(CudaKernels, Bf16TuningsKeepTheBits) {
     Dev<float> dx(random_activations(rng, size_t(n) * cols)), want(size_t(n) * rows), got(size_t(n) * rows);
     cuda::set_bf16_tuning(standard);
     cuda::matmul_bf16(dw.p, rows, cols, dx.p, n, want.p);
+    const std::vector<float> wanted = want.get();
     for (const cuda::Bf16Tuning t : cuda::bf16_tunings()) {
       cuda::set_bf16_tuning(t);
       for (int k = 0; k < n; k++) {  // one token at a time: the tuning's launches
         Dev<float> y(rows);
         y.poison();
         cuda::matvec_bf16(dw.p, rows, cols, dx.p + size_t(k) * cols, y.p);
-        ASSERT_EQ(0, std::memcmp(y.get().data(), want.get().data() + size_t(k) * rows, rows * sizeof(float)))
+        ASSERT_EQ(0, std::memcmp(y.get().data(), wanted.data() + size_t(k) * rows, rows * sizeof(float)))
             << t.rows << " rows, " << t.ahead << " ahead, token " << k;
       }
       got.poison();
       cuda::matmul_bf16(dw.p, rows, cols, dx.p, n, got.p);
-      ASSERT_TRUE(bitwise_equal(want.get(), got.get())) << t.rows << " rows, " << t.ahead << " ahead";
+      ASSERT_TRUE(bitwise_equal(wanted, got.get())) << t.rows << " rows, " << t.ahead << " ahead";
     }
   }
   EXPECT_THROW(cuda::set_bf16_tuning({3, 2}), std::invalid_argument);
