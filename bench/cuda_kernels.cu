@@ -8,7 +8,8 @@
 // device and device -> host copies. Kernels: MXFP4 expert GEMV at K3 shapes
 // — one MoE decode step's 16 experts, gate+up as one grouped launch (32
 // matrices 3072×3584) and down as another (16 matrices 3584×3072) — for
-// every decode tuning, a prefill grouped GEMM, and bf16 GEMV at spine
+// every decode tuning and in fragment order (mxfp4_frag.cu: the same experts
+// permuted once into a second buffer), a prefill grouped GEMM, and bf16 GEMV at spine
 // shapes. Weight sets rotate through more memory than L2 holds (60 MB), so
 // every call reads HBM. Then H2D copies of experts overlapped with GEMVs on
 // another stream. The bf16 GEMVs and the default MXFP4 tuning's two
@@ -135,8 +136,9 @@ Expert expert_at(const uint8_t* base) {
   return e;
 }
 
-double check_expert_gemv(const uint8_t* base_dev, const float* x_dev) {
-  // w1 of one expert vs ref::matvec_mxfp4 on the host: max |Δ| / Σ|w·x|.
+double check_expert_gemv(const uint8_t* base_dev, const float* x_dev, const uint8_t* frag_dev = nullptr) {
+  // w1 of one expert vs ref::matvec_mxfp4 on the host: max |Δ| / Σ|w·x|
+  // (frag_dev: its copy in fragment order, at the same offsets, computed).
   const Expert e = expert_at(base_dev);
   std::vector<uint8_t> p(kW13Packed), s(kW13Scale);
   std::vector<float> x(kLatent), want(kInter), got(kInter), w(kLatent);
@@ -144,7 +146,13 @@ double check_expert_gemv(const uint8_t* base_dev, const float* x_dev) {
   ok(cudaMemcpy(s.data(), e.w1s, s.size(), cudaMemcpyDeviceToHost), "copy");
   ok(cudaMemcpy(x.data(), x_dev, sizeof(float) * kLatent, cudaMemcpyDeviceToHost), "copy");
   float* y = static_cast<float*>(dev_alloc(sizeof(float) * kInter));
-  cuda::matvec_mxfp4(e.w1p, e.w1s, kInter, kLatent, x_dev, y);
+  if (frag_dev) {
+    const Expert f = expert_at(frag_dev);
+    const cuda::MxTask t{f.w1p, f.w1s, x_dev, y, 1};
+    cuda::grouped_mxfp4_frag(&t, 1, kInter, kLatent);
+  } else {
+    cuda::matvec_mxfp4(e.w1p, e.w1s, kInter, kLatent, x_dev, y);
+  }
   ok(cudaMemcpy(got.data(), y, sizeof(float) * kInter, cudaMemcpyDeviceToHost), "copy");
   cudaFree(y);
   ref::matvec_mxfp4(p.data(), s.data(), kInter, kLatent, x.data(), want.data());
@@ -284,6 +292,50 @@ int main(int argc, char** argv) {
     report("MXFP4 16 experts (both launches), " + name, up_bytes + down_bytes, step_ms, g_ceiling);
     if (step_ms < best_step) best_step = step_ms, best_name = name;
   }
+  // Fragment order (mxfp4_frag.cu, the engine's kernel at these widths): the
+  // same experts permuted once into a second buffer.
+  uint8_t* frag = static_cast<uint8_t*>(dev_alloc(sets * kTopK * kExpertBytes));
+  std::vector<std::vector<cuda::MxTask>> fup_tasks = up_tasks, fdown_tasks = down_tasks;
+  {
+    auto permute = [&](cuda::MxTask& t, int rows, int cols) {
+      uint8_t* p = frag + (t.packed - experts);
+      uint8_t* sc = frag + (t.scale - experts);
+      cuda::mxfp4_frag_packed(t.packed, rows, cols, p);
+      cuda::mxfp4_frag_scale(t.scale, rows, cols, sc);
+      t.packed = p, t.scale = sc;
+    };
+    for (int s = 0; s < sets; s++) {
+      for (cuda::MxTask& t : fup_tasks[s]) permute(t, kInter, kLatent);
+      for (cuda::MxTask& t : fdown_tasks[s]) permute(t, kLatent, kInter);
+    }
+    ok(cudaDeviceSynchronize(), "fragment order");
+    const double err = check_expert_gemv(experts, lat, frag);
+    const double up_ms = time_ms(20, [&](int i) { cuda::grouped_mxfp4_frag(fup_tasks[i % sets].data(), 2 * kTopK, kInter, kLatent); });
+    const double down_ms = time_ms(20, [&](int i) { cuda::grouped_mxfp4_frag(fdown_tasks[i % sets].data(), kTopK, kLatent, kInter); });
+    const double step_ms = time_ms(20, [&](int i) {
+      cuda::grouped_mxfp4_frag(fup_tasks[i % sets].data(), 2 * kTopK, kInter, kLatent);
+      cuda::grouped_mxfp4_frag(fdown_tasks[i % sets].data(), kTopK, kLatent, kInter);
+    });
+    const cuda::Mxfp4Launch ll = cuda::mxfp4_last_launch();
+    std::printf("MXFP4 [fragment order] max |Δ|/Σ|w·x| vs ref = %.2e; down launch: %d blocks × %d threads, %d/SM, %zu B smem\n",
+                err, ll.blocks, ll.threads, ll.blocks_per_sm, ll.smem_bytes);
+    report("MXFP4 gate+up, 32×(3072×3584), fragment order", up_bytes, up_ms, g_ceiling);
+    report("MXFP4 down, 16×(3584×3072), fragment order", down_bytes, down_ms, g_ceiling);
+    report("MXFP4 16 experts (both launches), fragment order", up_bytes + down_bytes, step_ms, g_ceiling);
+    if (step_ms < best_step) best_step = step_ms, best_name = "fragment order";
+    // The permutation itself (what a tier or upload pays once per expert).
+    const double perm_ms = time_ms(5, [&](int i) {
+      const Expert e = expert_at(experts + size_t(i % (sets * kTopK)) * kExpertBytes);
+      uint8_t* o = frag + size_t(i % (sets * kTopK)) * kExpertBytes;
+      cuda::mxfp4_frag_packed(e.w1p, kInter, kLatent, o);
+      cuda::mxfp4_frag_scale(e.w1s, kInter, kLatent, o + kW13Packed);
+      cuda::mxfp4_frag_packed(e.w2p, kLatent, kInter, o + kW13Packed + kW13Scale);
+      cuda::mxfp4_frag_scale(e.w2s, kLatent, kInter, o + kW13Packed + kW13Scale + kW2Packed);
+      cuda::mxfp4_frag_packed(e.w3p, kInter, kLatent, o + kW13Packed + kW13Scale + kW2Packed + kW2Scale);
+      cuda::mxfp4_frag_scale(e.w3s, kInter, kLatent, o + 2 * kW13Packed + kW13Scale + kW2Packed + kW2Scale);
+    });
+    std::printf("fragment order permutation of one expert (17.5 MB read + written): %.3f ms\n", perm_ms);
+  }
   std::printf("best MXFP4 tuning: %s\n", best_name.c_str());
   // The default tuning without programmatic dependent launch: each launch
   // waits for the last to finish before its first loads.
@@ -327,6 +379,11 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * 2 * kTopK * T * double(kInter) * kLatent;
     std::printf("MXFP4 prefill gate+up, 32×(3072×3584) × %2d tokens: %.3f ms, %.1f GFLOP/s, %.1f GB/s of weights\n", T,
                 ms, flops / (ms * 1e-3) / 1e9, up_bytes / (ms * 1e-3) / 1e9);
+    for (int s = 0; s < sets; s++)
+      for (int k = 0; k < 2 * kTopK; k++) tasks[s][k].packed = fup_tasks[s][k].packed, tasks[s][k].scale = fup_tasks[s][k].scale;
+    const double fms = time_ms(5, [&](int i) { cuda::grouped_mxfp4_frag(tasks[i % sets].data(), 2 * kTopK, kInter, kLatent); });
+    std::printf("MXFP4 prefill gate+up, fragment order,   × %2d tokens: %.3f ms, %.1f GFLOP/s\n", T, fms,
+                flops / (fms * 1e-3) / 1e9);
     cudaFree(X);
     cudaFree(Y);
   }
@@ -564,6 +621,7 @@ int main(int argc, char** argv) {
   for (const Row& r : summary) std::printf("%-62s %10.1f %8.2f\n", r.what.c_str(), r.gbs, r.frac);
   cudaFreeHost(host);
   cudaFree(experts);
+  cudaFree(frag);
   cudaFree(act);
   cudaFree(sink);
   ok(cudaDeviceSynchronize(), "final sync");

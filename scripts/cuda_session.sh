@@ -104,6 +104,8 @@ EOF
 }
 bench bench_cuda_streamed --device cuda --ram-budget "$STREAM_BUDGET" --vram-experts 0
 bench bench_cuda_resident --device cuda --ram-budget "$RESIDENT_BUDGET"
+# The same with the checkpoint layout and the row kernels for MXFP4 (not fragment order).
+SLUICE_CUDA_MXFP4=rows bench bench_cuda_resident_rows --device cuda --ram-budget "$RESIDENT_BUDGET"
 bench bench_cpu_streamed --device cpu --ram-budget "$STREAM_BUDGET"
 bench bench_cuda_tier2g --device cuda --ram-budget "$STREAM_BUDGET" --vram-experts 2G
 step bench_cuda 150 "$B/bench_cuda" --quick

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/numeric.h"
+#include "kernels/ref.h"
 
 namespace sluice {
 namespace {
@@ -93,14 +95,12 @@ TEST(DeviceBackend, CudaMirrorsStableWeights) {
 // the same products without a key, whether the tier is off, holds two
 // entries (every round evicts) or grows freely (the second round hits), and
 // when a key's bytes come from another host address (a RAM cache slot moved)
-// or from pinned (registered) memory.
-TEST(DeviceBackend, CudaExpertTierGivesTheSameBits) {
-  std::string why;
-  const Backend* be = cuda_or_null(&why);
-  if (!be) GTEST_SKIP() << why;
-  ASSERT_NE(be->register_host, nullptr);
+// or from pinned (registered) memory. At 64×256 (the row kernels) and 40×1024
+// (fragment order: the tier's copies permuted, rows padded to 64).
+void check_expert_tier(const Backend* be, int rows, int cols) {
+  SCOPED_TRACE(testing::Message() << rows << "x" << cols);
   std::mt19937_64 rng(11);
-  const int rows = 64, cols = 256, experts = 4;
+  const int experts = 4;
   const size_t packed = size_t(rows) * cols / 2, scale = size_t(rows) * cols / 32, span = packed + scale;
   std::vector<uint8_t> bytes(span * experts);
   for (size_t i = 0; i < bytes.size(); i++) bytes[i] = uint8_t(rng());
@@ -151,6 +151,61 @@ TEST(DeviceBackend, CudaExpertTierGivesTheSameBits) {
   be->unregister_host(moved.data(), moved.size());
   be->release(owner);
   set_vram_expert_budget(-1);
+}
+
+TEST(DeviceBackend, CudaExpertTierGivesTheSameBits) {
+  std::string why;
+  const Backend* be = cuda_or_null(&why);
+  if (!be) GTEST_SKIP() << why;
+  ASSERT_NE(be->register_host, nullptr);
+  check_expert_tier(be, 64, 256);
+  check_expert_tier(be, 40, 1024);
+}
+
+// An MXFP4 matrix of a width the fragment-order kernel takes: mirrored
+// (owner != 0: permuted once), uploaded per call (permuted per call) and
+// through the tier give the same bits, within the kernels' bound of the CPU
+// entry, for one token and several.
+TEST(DeviceBackend, CudaFragmentOrderCopiesGiveTheSameBits) {
+  std::string why;
+  const Backend* be = cuda_or_null(&why);
+  if (!be) GTEST_SKIP() << why;
+  std::mt19937_64 rng(21);
+  const int rows = 70, cols = 1152, n = 3;
+  const size_t packed = size_t(rows) * cols / 2, scale = size_t(rows) * cols / 32;
+  std::vector<uint8_t> p(packed), sc(scale);
+  for (auto& v : p) v = uint8_t(rng());
+  for (auto& v : sc) v = uint8_t(118 + rng() % 16);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(size_t(n) * cols);
+  for (auto& v : x) v = d(rng);
+  const WeightOwner owner = next_weight_owner();
+  auto product = [&](WeightOwner o, uint64_t key, int tokens) {
+    std::vector<float> y(size_t(tokens) * rows);
+    const Mxfp4Task t{{p.data(), sc.data(), rows, cols, o, key}, x.data(), y.data(), tokens};
+    be->grouped_mxfp4(&t, 1);
+    return y;
+  };
+  const std::vector<float> uploaded = product(0, 0, n);
+  EXPECT_EQ(product(owner, 0, n), uploaded);  // makes the mirror
+  EXPECT_EQ(product(owner, 0, n), uploaded);  // uses it
+  EXPECT_EQ(product(0, content_key(owner, 1), n), uploaded);  // a tier miss
+  EXPECT_EQ(product(0, content_key(owner, 1), n), uploaded);  // a hit
+  const std::vector<float> one = product(0, 0, 1);
+  EXPECT_EQ(one, std::vector<float>(uploaded.begin(), uploaded.begin() + rows));
+  std::vector<float> want(size_t(n) * rows);
+  cpu_backend().matmul_mxfp4(Mxfp4Ref{p.data(), sc.data(), rows, cols, 0, 0}, x.data(), n, want.data());
+  std::vector<float> w(cols);
+  for (int r = 0; r < rows; r++) {  // the kernels' bound: 1e-5·Σ|w·x|
+    ref::dequant_mxfp4_row(p.data(), sc.data(), cols, r, w.data());
+    for (int t = 0; t < n; t++) {
+      double abs_sum = 0;
+      for (int c = 0; c < cols; c++) abs_sum += std::fabs(double(w[c]) * x[size_t(t) * cols + c]);
+      const size_t i = size_t(t) * rows + r;
+      EXPECT_LE(std::fabs(double(uploaded[i]) - want[i]), 1e-5 * abs_sum) << "row " << r << " token " << t;
+    }
+  }
+  be->release(owner);
 }
 
 }  // namespace

@@ -57,6 +57,7 @@ struct Mirror {
   void* dev = nullptr;
   size_t bytes = 0;
   WeightOwner owner = 0;
+  bool frag = false;  // an MXFP4 piece in fragment order (cuda.h)
 };
 
 // The VRAM expert tier (backend_cuda.h): content-keyed copies of MXFP4
@@ -116,6 +117,7 @@ struct State {
   Tier tier;
   StateCopies states;
   bool sequence_ops = true;  // the KDA recurrence and MLA attention here (SLUICE_CUDA_OPS)
+  bool frag = true;          // MXFP4 in fragment order where the shape allows (SLUICE_CUDA_MXFP4)
   EntryStats stats;
   std::string device;
   // Host ranges pinned by register_host: start -> bytes. Its own mutex: the
@@ -130,29 +132,54 @@ State& st() {
   return *s;
 }
 
+// How a mirror's device bytes are made from its host bytes: a plain copy, or
+// an MXFP4 piece permuted into fragment order (codes or scales of a rows ×
+// cols matrix; dev_bytes: the permuted size).
+struct MirrorFill {
+  bool frag = false, codes = false;
+  int rows = 0, cols = 0;
+  size_t dev_bytes(size_t host_bytes) const {
+    if (!frag) return host_bytes;
+    return codes ? mxfp4_frag_packed_bytes(rows, cols) : mxfp4_frag_scale_bytes(rows, cols);
+  }
+};
+
 // Where the weight bytes [p, p+n) are on the device: a mirror (owner != 0,
 // made now if VRAM allows), else nullptr (the caller uploads into the arena).
-const void* mirrored(State& s, const void* p, size_t n, WeightOwner owner) {
+const void* mirrored(State& s, const void* p, size_t n, WeightOwner owner, const MirrorFill& fill = {}) {
   if (owner == 0 || n == 0) return nullptr;
+  const size_t dev_n = fill.dev_bytes(n);
   auto it = s.mirrors.find(p);
   if (it != s.mirrors.end()) {
-    if (it->second.owner == owner && it->second.bytes >= n) return it->second.dev;
+    if (it->second.owner == owner && it->second.bytes >= dev_n && it->second.frag == fill.frag) return it->second.dev;
     check(cudaFree(it->second.dev), "cudaFree");
     s.stats.resident_weights--, s.stats.resident_bytes -= it->second.bytes;
     s.mirrors.erase(it);
   }
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-  if (free_b < n + kReserve) return nullptr;
+  if (free_b < dev_n + (fill.frag ? n : 0) + kReserve) return nullptr;
   void* d = nullptr;
-  if (cudaMalloc(&d, n) != cudaSuccess) {
+  void* staging = nullptr;
+  if (cudaMalloc(&d, dev_n) != cudaSuccess || (fill.frag && cudaMalloc(&staging, n) != cudaSuccess)) {
     cudaGetLastError();  // out of memory: clear it, use the per-call path
+    if (d) cudaFree(d);
     return nullptr;
   }
-  s.up->copy(d, p, n, false);
+  s.up->copy(fill.frag ? staging : d, p, n, false);
   s.up->sync();
-  s.mirrors[p] = {d, n, owner};
-  s.stats.resident_weights++, s.stats.resident_bytes += n;
+  if (fill.frag) {  // permuted once, here: the mirror holds fragment order
+    const auto* src = static_cast<const uint8_t*>(staging);
+    auto* dst = static_cast<uint8_t*>(d);
+    if (fill.codes)
+      mxfp4_frag_packed(src, fill.rows, fill.cols, dst, s.stream);
+    else
+      mxfp4_frag_scale(src, fill.rows, fill.cols, dst, s.stream);
+    check(cudaStreamSynchronize(s.stream), "fragment order");
+    check(cudaFree(staging), "cudaFree");
+  }
+  s.mirrors[p] = {d, dev_n, owner, fill.frag};
+  s.stats.resident_weights++, s.stats.resident_bytes += dev_n;
   s.stats.resident_bytes_peak = std::max(s.stats.resident_bytes_peak, s.stats.resident_bytes);
   return d;
 }
@@ -264,22 +291,50 @@ void tier_end_call(Tier& t) {
 
 // A weight's device bytes for this op: its mirror, or a fresh upload into the
 // arena (planned by the caller with plan_weight).
+// An MXFP4 piece in fragment order arrives in the arena's staging first and
+// is permuted into its place (a mirror's, a tier slot's or the arena's) on
+// the compute stream after the uploads' fence (permute_staged).
 struct WeightPiece {
   const void* host;
   size_t bytes;
   WeightOwner owner;
   const void* dev = nullptr;
+  MirrorFill fill{};
+  void* staged = nullptr;  // fragment order: the host bytes in the arena, to permute into dev
 };
 void plan_weight(State& s, WeightPiece& w) {
-  w.dev = mirrored(s, w.host, w.bytes, w.owner);
-  if (!w.dev) s.arena.plan(w.bytes);
+  w.dev = mirrored(s, w.host, w.bytes, w.owner, w.fill);
+  if (w.dev) return;
+  s.arena.plan(w.fill.dev_bytes(w.bytes));
+  if (w.fill.frag) s.arena.plan(w.bytes);
+}
+// Uploads the piece's host bytes to `dev` (fragment order: to staging, noted
+// for permute_staged).
+void upload_piece(State& s, WeightPiece& w, void* dev) {
+  if (w.fill.frag) {
+    w.staged = s.arena.take(w.bytes);
+    upload(s, w.staged, w.host, w.bytes);
+  } else {
+    upload(s, dev, w.host, w.bytes);
+  }
+  w.dev = dev;
 }
 const void* place_weight(State& s, WeightPiece& w) {
   if (w.dev) return w.dev;
-  void* d = s.arena.take(w.bytes);
-  upload(s, d, w.host, w.bytes);
-  w.dev = d;
-  return d;
+  upload_piece(s, w, s.arena.take(w.fill.dev_bytes(w.bytes)));
+  return w.dev;
+}
+// After the fence: staged pieces into fragment order in their places.
+void permute_staged(State& s, WeightPiece& w) {
+  if (!w.staged) return;
+  const auto* src = static_cast<const uint8_t*>(w.staged);
+  auto* dst = static_cast<uint8_t*>(const_cast<void*>(w.dev));
+  if (w.fill.codes)
+    mxfp4_frag_packed(src, w.fill.rows, w.fill.cols, dst, s.stream);
+  else
+    mxfp4_frag_scale(src, w.fill.rows, w.fill.cols, dst, s.stream);
+  w.staged = nullptr;
+  s.stats.frag_permuted_bytes += w.bytes;
 }
 
 float* put_floats(State& s, const float* host, size_t n) {
@@ -339,33 +394,41 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
   std::lock_guard<std::mutex> lock(s.mu);
   const CallTimer timer{s};
   const int rows = W0.rows, cols = W0.cols;
+  // Fragment order (cuda.h) at the widths its kernel takes: every copy of
+  // these matrices on the device (mirror, tier slot, arena) is permuted. The
+  // layout follows from the shape (s.frag is fixed when the entry is made),
+  // so a tier key never meets a copy in the other layout.
+  const bool frag = s.frag && mxfp4_frag_takes(rows, cols);
+  const size_t packed_bytes = size_t(rows) * cols / 2, scale_bytes = size_t(rows) * cols / 32;
+  const MirrorFill codes_fill{frag, true, rows, cols}, scale_fill{frag, false, rows, cols};
+  const size_t scale_at = (codes_fill.dev_bytes(packed_bytes) + kAlign - 1) / kAlign * kAlign;  // in a tier slot
   std::vector<WeightPiece> packed, scale;
   packed.reserve(size_t(ntasks)), scale.reserve(size_t(ntasks));
-  const size_t packed_bytes = size_t(rows) * cols / 2, scale_bytes = size_t(rows) * cols / 32;
-  const size_t scale_at = (packed_bytes + kAlign - 1) / kAlign * kAlign;  // in a tier slot
   std::vector<int> fresh_slot(size_t(ntasks), -1);  // tier slots to fill this call
   for (int i = 0; i < ntasks; i++) {
     const Mxfp4Task& t = tasks[i];
     packed.push_back({t.W.packed, packed_bytes, t.W.owner});
     scale.push_back({t.W.scale, scale_bytes, t.W.owner});
+    packed.back().fill = codes_fill, scale.back().fill = scale_fill;
     if (t.n <= 0 || rows <= 0) continue;
     s.stats.weight_bytes += packed_bytes + scale_bytes;
+    s.arena.plan(size_t(t.n) * cols * sizeof(float));
+    s.arena.plan(size_t(t.n) * rows * sizeof(float));
     if (t.W.owner == 0 && t.W.content != 0) {
       bool fresh = false;
-      const int slot = tier_get(s, t.W.content, scale_at + scale_bytes, &fresh);
+      const int slot = tier_get(s, t.W.content, scale_at + scale_fill.dev_bytes(scale_bytes), &fresh);
       if (slot >= 0) {
         char* d = s.tier.slots[size_t(slot)].dev;
         packed.back().dev = d, scale.back().dev = d + scale_at;
-        if (fresh) fresh_slot[size_t(i)] = slot;
-        s.arena.plan(size_t(t.n) * cols * sizeof(float));
-        s.arena.plan(size_t(t.n) * rows * sizeof(float));
+        if (fresh) {
+          fresh_slot[size_t(i)] = slot;
+          if (frag) s.arena.plan(packed_bytes), s.arena.plan(scale_bytes);  // staging
+        }
         continue;
       }
     }
     plan_weight(s, packed.back());
     plan_weight(s, scale.back());
-    s.arena.plan(size_t(t.n) * cols * sizeof(float));
-    s.arena.plan(size_t(t.n) * rows * sizeof(float));
   }
   s.arena.begin();
   std::vector<MxTask> dev(static_cast<size_t>(ntasks));
@@ -374,8 +437,8 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
     dev[size_t(i)] = {nullptr, nullptr, nullptr, nullptr, 0};
     if (t.n <= 0 || rows <= 0) continue;
     if (fresh_slot[size_t(i)] >= 0) {  // a tier miss: its bytes into the slot (placed above)
-      upload(s, const_cast<void*>(packed[size_t(i)].dev), t.W.packed, packed_bytes);
-      upload(s, const_cast<void*>(scale[size_t(i)].dev), t.W.scale, scale_bytes);
+      upload_piece(s, packed[size_t(i)], const_cast<void*>(packed[size_t(i)].dev));
+      upload_piece(s, scale[size_t(i)], const_cast<void*>(scale[size_t(i)].dev));
     }
     dev[size_t(i)].packed = static_cast<const uint8_t*>(place_weight(s, packed[size_t(i)]));
     dev[size_t(i)].scale = static_cast<const uint8_t*>(place_weight(s, scale[size_t(i)]));
@@ -385,10 +448,17 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
   for (int i = 0; i < ntasks; i++) {
     const Mxfp4Task& t = tasks[i];
     if (t.n <= 0 || rows <= 0) continue;
+    permute_staged(s, packed[size_t(i)]);
+    permute_staged(s, scale[size_t(i)]);
     dev[size_t(i)].X = put_floats(s, t.X, size_t(t.n) * cols);
     dev[size_t(i)].Y = static_cast<float*>(s.arena.take(size_t(t.n) * rows * sizeof(float)));
   }
-  grouped_mxfp4(dev.data(), ntasks, rows, cols, s.stream);
+  if (frag) {
+    grouped_mxfp4_frag(dev.data(), ntasks, rows, cols, s.stream);
+    s.stats.frag_calls++;
+  } else {
+    grouped_mxfp4(dev.data(), ntasks, rows, cols, s.stream);
+  }
   for (int i = 0; i < ntasks; i++)
     if (tasks[i].n > 0 && rows > 0) get_floats(s, tasks[i].Y, dev[size_t(i)].Y, size_t(tasks[i].n) * rows);
   finish(s);
@@ -727,13 +797,17 @@ namespace {
 void warm_up(cudaStream_t stream) {
   const int rows = 4, cols = 32;
   char* d = nullptr;
-  check(cudaMalloc(&d, 4096), "cudaMalloc (warm-up)");
-  check(cudaMemsetAsync(d, 0, 4096, stream), "cudaMemset");
+  check(cudaMalloc(&d, 32768), "cudaMalloc (warm-up)");
+  check(cudaMemsetAsync(d, 0, 32768, stream), "cudaMemset");
   const float* x = reinterpret_cast<const float*>(d);
   float* y = reinterpret_cast<float*>(d + 2048);
   matvec_bf16(reinterpret_cast<const uint16_t*>(d + 1024), rows, cols, x, y, stream);
   matvec_mxfp4(reinterpret_cast<const uint8_t*>(d + 1024), reinterpret_cast<const uint8_t*>(d + 1536), rows, cols, x,
                y, stream);
+  // Fragment order: one row of 1024 columns (codes 16 KB at 8 KB, scales 1 KB at 24 KB).
+  const auto* fp = reinterpret_cast<const uint8_t*>(d + 8192);
+  const MxTask one{fp, fp + 16384, x, y, 1};
+  grouped_mxfp4_frag(&one, 1, 1, 1024, stream);
   check(cudaStreamSynchronize(stream), "warm-up");
   check(cudaFree(d), "cudaFree");
 }
@@ -772,6 +846,8 @@ const Backend* backend_entry(const Backend& cpu, std::string* why) {
   s.table.matvec_mxfp4 = gpu_matvec_mxfp4;
   s.table.matmul_mxfp4 = gpu_matmul_mxfp4;
   s.table.grouped_mxfp4 = gpu_grouped_mxfp4;
+  const char* mx = std::getenv("SLUICE_CUDA_MXFP4");
+  s.frag = !(mx && std::strcmp(mx, "rows") == 0);
   const char* ops = std::getenv("SLUICE_CUDA_OPS");
   s.sequence_ops = !(ops && std::strcmp(ops, "products") == 0);
   if (s.sequence_ops) {
@@ -807,7 +883,10 @@ std::string describe() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.cpu) return "cuda (not initialized)";
   const std::string products = s.device + "; GPU: matvec/matmul bf16 and MXFP4, grouped MXFP4 (MXFP4 rows up to " +
-                               std::to_string(kMaxMxfp4Cols) + " columns)";
+                               std::to_string(kMaxMxfp4Cols) + " columns; " +
+                               (s.frag ? "in fragment order on tensor cores at widths % 128 == 0 from 1024"
+                                       : "the row kernels only: SLUICE_CUDA_MXFP4=rows") +
+                               ")";
   if (!s.sequence_ops)
     return products + "; CPU (" + s.cpu->name +
            "): int8 products, rmsnorm, add, SiTU-GLU, AttnRes, router, MoE combine, KDA, MLA attention "

@@ -13,6 +13,14 @@
 // weights they follow; the int8 spine products have no GPU kernel yet).
 // describe() says which.
 //
+// MXFP4 products at the widths the fragment-order kernel takes (cuda.h:
+// mxfp4_frag_takes; K3's experts) keep every device copy of their matrices in
+// fragment order — a mirror is permuted when it is made, a tier slot when it
+// is filled, a per-call upload after it lands — and run on tensor cores (their
+// own family of bits, within the kernels' bound of ref). SLUICE_CUDA_MXFP4=rows
+// in the environment (read when the entry is made) keeps the checkpoint's
+// layout and the row kernels everywhere (to compare the two).
+//
 // SLUICE_CUDA_OPS=products in the environment (read when the entry is made)
 // leaves the KDA recurrence and MLA attention to the CPU entry: the GPU runs
 // only the products (to compare the two in one sitting; same logits within
@@ -64,6 +72,8 @@ struct EntryStats {
   uint64_t tier_bytes = 0;      // VRAM the tier holds now
   uint64_t pinned_host_bytes = 0;  // host memory registered (pinned) now
   uint64_t cpu_matrix_calls = 0;  // MXFP4 products of a shape the kernels do not take (run on the CPU)
+  uint64_t frag_calls = 0;        // MXFP4 product calls run in fragment order (cuda.h: mxfp4_frag_takes)
+  uint64_t frag_permuted_bytes = 0;  // host-layout MXFP4 bytes permuted into fragment order per call (tier fills, uploads)
   uint64_t kda_calls = 0;         // KDA chunks run on the GPU
   uint64_t kda_state_hits = 0;    // of which found their state in VRAM (no upload)
   uint64_t kda_state_uploaded_bytes = 0;  // KDA state bytes uploaded (fresh, restored or evicted states)

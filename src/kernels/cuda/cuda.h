@@ -123,6 +123,25 @@ struct Mxfp4Launch {
 };
 Mxfp4Launch mxfp4_last_launch();
 
+// ---- MXFP4 in fragment order (mxfp4_frag.cu): the engine's expert kernel --
+// A matrix's bytes permuted once on the device (mxfp4_frag_packed/_scale:
+// codes and scales, from the layout above into buffers of the sizes below,
+// rows padded to 32) so that the decode GEMV streams each warp's bytes
+// contiguously and multiplies on tensor cores: exact products (E2M1 × scale
+// in bf16, x as three bf16 parts), summed in FP32 by the tensor core and
+// then over 8 warps in a fixed order. Its own family of bits (not the FMA
+// chain's, not mma's): bitwise matmul(X)[t] == matvec(X[t]) and grouped ==
+// one by one, within 1e-5·Σ|w·x| of ref like the others. Widths with
+// cols % 128 == 0, 1024 <= cols <= 7168 (K3's experts: 3584 and 3072).
+// grouped_mxfp4_frag: as grouped_mxfp4, with every task's packed/scale in
+// fragment order (16-byte aligned). Tokens of a task go through one at a time.
+bool mxfp4_frag_takes(int rows, int cols);
+size_t mxfp4_frag_packed_bytes(int rows, int cols);
+size_t mxfp4_frag_scale_bytes(int rows, int cols);
+void mxfp4_frag_packed(const uint8_t* packed, int rows, int cols, uint8_t* frag, void* stream = nullptr);
+void mxfp4_frag_scale(const uint8_t* scale, int rows, int cols, uint8_t* frag, void* stream = nullptr);
+void grouped_mxfp4_frag(const MxTask* tasks, int ntasks, int rows, int cols, void* stream = nullptr);
+
 // ---- the read ceiling ----------------------------------------------------
 // Reads `bytes` (a multiple of 16) at p once, 16-byte loads on `blocks`
 // blocks of 512 threads: the HBM bandwidth a weight-bound kernel can reach.

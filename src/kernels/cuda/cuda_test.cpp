@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -307,6 +308,153 @@ TEST(CudaKernels, Mxfp4RejectsBadShapes) {
   EXPECT_THROW(cuda::matvec_mxfp4(p.p, s.p, 1, 48, x.p, y.p), std::invalid_argument);     // cols % 32
   EXPECT_THROW(cuda::matvec_mxfp4(p.p, s.p, 1, 7200, x.p, y.p), std::invalid_argument);  // too wide
   EXPECT_THROW(cuda::matvec_mxfp4(p.p + 1, s.p, 1, 64, x.p, y.p), std::invalid_argument);  // misaligned
+}
+
+// ---- MXFP4 in fragment order (mxfp4_frag.cu)
+
+// A matrix's device copy in fragment order, made from its device copy in the
+// checkpoint's layout.
+struct FragCopy {
+  Dev<uint8_t> packed, scale;
+  FragCopy(const Dev<uint8_t>& p, const Dev<uint8_t>& s, int rows, int cols)
+      : packed(cuda::mxfp4_frag_packed_bytes(rows, cols)), scale(cuda::mxfp4_frag_scale_bytes(rows, cols)) {
+    cuda::mxfp4_frag_packed(p.p, rows, cols, packed.p);
+    cuda::mxfp4_frag_scale(s.p, rows, cols, scale.p);
+  }
+};
+
+// One case: n tokens in one call against ref, and bitwise against each token
+// alone.
+void check_frag(Rng& rng, int rows, int cols, int n, int lo = 110, int hi = 135) {
+  SCOPED_TRACE(testing::Message() << "frag " << rows << "x" << cols << " n=" << n);
+  ASSERT_TRUE(cuda::mxfp4_frag_takes(rows, cols));
+  const Mxfp4 m = random_mxfp4(rng, rows, cols, lo, hi);
+  const std::vector<float> X = random_activations(rng, size_t(n) * cols);
+  std::vector<float> want(size_t(n) * rows);
+  ref::matmul_mxfp4(m.packed.data(), m.scale.data(), rows, cols, X.data(), n, want.data());
+  Dev<uint8_t> dp(m.packed), ds(m.scale);
+  const FragCopy f(dp, ds, rows, cols);
+  Dev<float> dx(X), dy(size_t(n) * rows);
+  const cuda::MxTask task{f.packed.p, f.scale.p, dx.p, dy.p, n};
+  cuda::grouped_mxfp4_frag(&task, 1, rows, cols);
+  const std::vector<float> got = dy.get();
+  expect_close(got, want, abs_dot_mxfp4(m, rows, cols, X.data(), n), cols, "mxfp4 frag");
+  for (int t = 0; t < n; t++) {
+    Dev<float> y1(rows);
+    const cuda::MxTask one{f.packed.p, f.scale.p, dx.p + size_t(t) * cols, y1.p, 1};
+    cuda::grouped_mxfp4_frag(&one, 1, rows, cols);
+    const std::vector<float> y = y1.get();
+    ASSERT_EQ(0, std::memcmp(y.data(), got.data() + size_t(t) * rows, rows * sizeof(float))) << "token " << t;
+  }
+}
+
+TEST(CudaFrag, RandomShapesMatchRef) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(128);
+  // Partial 32-row units, one row, the narrowest and widest widths, 1-5 tokens.
+  check_frag(rng, 1, 1024, 1);
+  check_frag(rng, 31, 1024, 2);
+  check_frag(rng, 33, 1152, 3);
+  check_frag(rng, 100, 2048, 5);
+  check_frag(rng, 77, 7168, 2);
+  std::uniform_int_distribution<int> rows(1, 300), steps(8, 40), tokens(1, 4);
+  for (int i = 0; i < 6; i++) check_frag(rng, rows(rng), 128 * steps(rng), tokens(rng));
+}
+
+TEST(CudaFrag, K3ExpertShapes) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(3072);
+  check_frag(rng, 3072, 3584, 1);  // w1, w3
+  check_frag(rng, 3584, 3072, 3);  // w2, a few prefill tokens
+}
+
+TEST(CudaFrag, ExtremeScales) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(9);
+  check_frag(rng, 45, 1024, 2, 0, 40);     // down to the subnormal 2^-127
+  check_frag(rng, 45, 1024, 2, 200, 230);  // large, finite
+}
+
+// One-hot x: y[r] is exactly value(code)·2^(s-127) for every code and every
+// scale 0..254 (the subnormal s = 0, overflow to inf at the top), at columns
+// of every lane, step and warp.
+TEST(CudaFrag, DecodesEveryCodeAndScaleExactly) {
+  SKIP_WITHOUT_GPU();
+  const int cols = 1024, rows = 255 * 16, G = cols / 32;
+  Mxfp4 m;
+  m.packed.assign(size_t(rows) * cols / 2, 0);
+  m.scale.assign(size_t(rows) * G, 0);
+  for (int s = 0; s < 255; s++)
+    for (int code = 0; code < 16; code++) {
+      const int r = s * 16 + code;
+      for (int c = 0; c < cols; c += 2) m.packed[size_t(r) * cols / 2 + c / 2] = uint8_t(code | (code << 4));
+      for (int g = 0; g < G; g++) m.scale[size_t(r) * G + g] = uint8_t(s);
+    }
+  Dev<uint8_t> dp(m.packed), ds(m.scale);
+  const FragCopy f(dp, ds, rows, cols);
+  for (int hot : {0, 1, 31, 32, 127, 128, 500, cols - 1}) {
+    std::vector<float> x(cols, 0.0f);
+    x[hot] = 1.0f;
+    Dev<float> dx(x), dy(rows);
+    const cuda::MxTask task{f.packed.p, f.scale.p, dx.p, dy.p, 1};
+    cuda::grouped_mxfp4_frag(&task, 1, rows, cols);
+    const std::vector<float> y = dy.get();
+    for (int s = 0; s < 255; s++)
+      for (int code = 0; code < 16; code++) {
+        const float want = kE2M1[code] * e8m0_to_f32(uint8_t(s));
+        const float got = y[size_t(s) * 16 + code];
+        ASSERT_TRUE(got == want) << "code " << code << " s " << s << " hot " << hot << ": " << got << " vs " << want;
+      }
+  }
+}
+
+// A grouped call (70 experts: two launches; 0-4 tokens each) is bitwise the
+// same calls made one by one, and the launch's grid does not enter the bits.
+TEST(CudaFrag, GroupedIsBitwiseOneByOne) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(14);
+  const int rows = 100, cols = 1024, ntasks = 70;
+  std::vector<std::unique_ptr<Dev<uint8_t>>> P, S;
+  std::vector<std::unique_ptr<FragCopy>> F;
+  std::vector<std::unique_ptr<Dev<float>>> Xs, Ys;
+  std::vector<cuda::MxTask> tasks;
+  std::uniform_int_distribution<int> tokens(0, 4);
+  for (int e = 0; e < ntasks; e++) {
+    const Mxfp4 m = random_mxfp4(rng, rows, cols, 115, 130);
+    const int n = tokens(rng);
+    P.push_back(std::make_unique<Dev<uint8_t>>(m.packed));
+    S.push_back(std::make_unique<Dev<uint8_t>>(m.scale));
+    F.push_back(std::make_unique<FragCopy>(*P.back(), *S.back(), rows, cols));
+    Xs.push_back(std::make_unique<Dev<float>>(random_activations(rng, size_t(n) * cols)));
+    Ys.push_back(std::make_unique<Dev<float>>(size_t(n) * rows));
+    tasks.push_back({F.back()->packed.p, F.back()->scale.p, Xs.back()->p, Ys.back()->p, n});
+  }
+  cuda::grouped_mxfp4_frag(tasks.data(), ntasks, rows, cols);
+  for (int e = 0; e < ntasks; e++) {
+    const std::vector<float> grouped = Ys[e]->get();
+    Dev<float> y(grouped.size());
+    cuda::MxTask one = tasks[e];
+    one.Y = y.p;
+    cuda::grouped_mxfp4_frag(&one, 1, rows, cols);
+    ASSERT_TRUE(bitwise_equal(grouped, y.get())) << "task " << e;
+  }
+}
+
+TEST(CudaFrag, RejectsShapesItDoesNotTake) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_TRUE(cuda::mxfp4_frag_takes(3072, 3584));
+  EXPECT_TRUE(cuda::mxfp4_frag_takes(1, 1024));
+  EXPECT_FALSE(cuda::mxfp4_frag_takes(64, 896));   // fewer steps than warps
+  EXPECT_FALSE(cuda::mxfp4_frag_takes(64, 1056));  // cols % 128
+  EXPECT_FALSE(cuda::mxfp4_frag_takes(64, 7296));  // too wide
+  EXPECT_FALSE(cuda::mxfp4_frag_takes(0, 1024));
+  Dev<uint8_t> p(65536), s(4096);
+  Dev<float> x(2048), y(64);
+  const cuda::MxTask bad{p.p, s.p, x.p, y.p, 1};
+  EXPECT_THROW(cuda::grouped_mxfp4_frag(&bad, 1, 64, 896), std::invalid_argument);
+  EXPECT_THROW(cuda::mxfp4_frag_packed(p.p, 64, 1056, p.p), std::invalid_argument);
+  const cuda::MxTask misaligned{p.p, s.p + 2, x.p, y.p, 1};
+  EXPECT_THROW(cuda::grouped_mxfp4_frag(&misaligned, 1, 32, 1024), std::invalid_argument);
 }
 
 void check_bf16(Rng& rng, int rows, int cols, int n) {

@@ -496,31 +496,15 @@ const char* mxfp4_decode_name(Mxfp4Decode d) {
 }
 
 void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* stream) {
-  if (rows < 0 || cols <= 0 || cols % 32 != 0 || cols > kMaxCols || ntasks < 0)
-    throw std::invalid_argument("cuda: mxfp4: unsupported shape " + std::to_string(rows) + "x" + std::to_string(cols));
-  const int G = cols / 32;
-  Launch L{};
-  L.rows = rows, L.cols = cols, L.rs = std::max(1, kMaxThreads / G);
-  int max_n = 0;
-  for (int base = 0; base < ntasks; base += kMaxTasks) {
-    L.ntasks = 0;
-    for (int i = base; i < std::min(ntasks, base + kMaxTasks); i++) {
-      const MxTask& t = tasks[i];
-      if (t.n < 0) throw std::invalid_argument("cuda: mxfp4: negative token count");
-      if (t.n == 0 || rows == 0) continue;
-      if (reinterpret_cast<uintptr_t>(t.packed) % 16 != 0 || reinterpret_cast<uintptr_t>(t.X) % 16 != 0)
-        throw std::invalid_argument("cuda: mxfp4: packed weights and activations must be 16-byte aligned");
-      L.task[L.ntasks++] = t;
-      max_n = std::max(max_n, t.n);
-    }
-    if (L.ntasks == 0) continue;
+  for_each_launch(tasks, ntasks, rows, cols, [&](Launch& L, int max_n) {
+    L.rs = std::max(1, kMaxThreads / (cols / 32));
     // Two tokens per pass when any task has several (prefill); the order per
     // (row, token) is the same either way.
     if (max_n > 1)
       launch_tok<2>(L, as_stream(stream));
     else
       launch_tok<1>(L, as_stream(stream));
-  }
+  });
 }
 
 void matvec_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols, const float* x, float* y,

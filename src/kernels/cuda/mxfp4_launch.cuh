@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda.h"
@@ -96,6 +98,57 @@ __device__ __forceinline__ void lut_decode(const char* lut, uint32_t word, uint3
   }
 }
 
+// ---- What the tensor-core kernels share (mxfp4_mma.cu, mxfp4_frag.cu).
+// bf16 bits of an exact value.
+__device__ __forceinline__ uint32_t bf16_bits(float f) { return __float_as_uint(f) >> 16; }
+// value(code) · 2^-2, exact.
+__device__ __forceinline__ float e2m1_quarter(uint32_t code) { return __fmul_rn(e2m1_scaled(code), 4096.0f); }
+// The table entry of code byte b for the tensor-core kernels: both codes'
+// value · 2^-2 as bf16, low code in the low half.
+__device__ __forceinline__ uint32_t e2m1_quarter_pair(uint32_t b) {
+  return bf16_bits(e2m1_quarter(b & 15u)) | (bf16_bits(e2m1_quarter(b >> 4)) << 16);
+}
+// 2^(s-127) as a bf16 pair (s = 0: the subnormal 2^-127): what a group's A
+// registers are multiplied by.
+__device__ __forceinline__ uint32_t e8m0_bf16_pair(uint32_t s) {
+  const uint32_t s7 = max(s << 7, 0x40u);
+  return s7 | (s7 << 16);
+}
+
+__device__ __forceinline__ uint32_t bmul2(uint32_t a, uint32_t b) {
+  uint32_t d;  // a·b + (-0): exact for the products here, and -0 keeps a -0 product
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+}
+// D += A·B, bf16 in, FP32 sums (the tensor core's order).
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// x = hi + mid + lo exactly, each a bf16 (truncations; the rests are exact).
+__device__ __forceinline__ void split3(float x, uint32_t& hi, uint32_t& mid, uint32_t& lo) {
+  const uint32_t hb = __float_as_uint(x) & 0xffff0000u;
+  const float r1 = __fsub_rn(x, __uint_as_float(hb));
+  const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
+  const float r2 = __fsub_rn(r1, __uint_as_float(mb));
+  hi = hb >> 16, mid = mb >> 16, lo = __float_as_uint(r2) >> 16;
+}
+// Eight activations -> their three bf16 parts as pairs: part[p][k] holds
+// columns 2k (low half) and 2k + 1 of part p.
+__device__ __forceinline__ void split3_pairs(const float (&v)[8], uint32_t (&part)[3][4]) {
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    uint32_t h0, m0, l0, h1, m1, l1;
+    split3(v[2 * k], h0, m0, l0);
+    split3(v[2 * k + 1], h1, m1, l1);
+    part[0][k] = h0 | (h1 << 16), part[1][k] = m0 | (m1 << 16), part[2][k] = l0 | (l1 << 16);
+  }
+}
+
 // Weight loads of the decode kernels (warp, mma): weights are read once, so
 // no L1 allocation; volatile asm keeps the compiler from sinking each load to
 // its first use.
@@ -111,6 +164,11 @@ __device__ __forceinline__ uint32_t ld_stream8(const void* p) {
   asm volatile("ld.global.nc.L1::no_allocate.u8 %0, [%1];" : "=r"(v) : "l"(p));
   return v;
 }
+__device__ __forceinline__ uint32_t ld_stream16bit(const void* p) {
+  uint16_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
 
 // The warp kernel (mxfp4_warp.cu): decode launches (one token per task).
 // Returns false when the tuning is not a warp tuning.
@@ -121,5 +179,31 @@ bool launch_warp(const Launch& L, Mxfp4Tuning t, cudaStream_t stream);
 inline bool is_mma(Mxfp4Decode d) { return d == Mxfp4Decode::mma || d == Mxfp4Decode::mma3; }
 bool mma_takes(int cols);
 bool launch_mma(const Launch& L, int tokens_per_pass, Mxfp4Tuning t, cudaStream_t stream);
+
+// Splits a grouped call into launches of at most kMaxTasks tasks, the empty
+// ones left out, after checking its shape and every task (token counts,
+// 16-byte aligned weights and activations); launch(L, most tokens of a task)
+// for each.
+template <typename F>
+void for_each_launch(const MxTask* tasks, int ntasks, int rows, int cols, F launch) {
+  if (rows < 0 || cols <= 0 || cols % 32 != 0 || cols > kMaxCols || ntasks < 0)
+    throw std::invalid_argument("cuda: mxfp4: unsupported shape " + std::to_string(rows) + "x" + std::to_string(cols));
+  Launch L{};
+  L.rows = rows, L.cols = cols;
+  for (int base = 0; base < ntasks; base += kMaxTasks) {
+    L.ntasks = 0;
+    int max_n = 0;
+    for (int i = base; i < std::min(ntasks, base + kMaxTasks); i++) {
+      const MxTask& t = tasks[i];
+      if (t.n < 0) throw std::invalid_argument("cuda: mxfp4: negative token count");
+      if (t.n == 0 || rows == 0) continue;
+      if (reinterpret_cast<uintptr_t>(t.packed) % 16 != 0 || reinterpret_cast<uintptr_t>(t.X) % 16 != 0)
+        throw std::invalid_argument("cuda: mxfp4: packed weights and activations must be 16-byte aligned");
+      L.task[L.ntasks++] = t;
+      max_n = std::max(max_n, t.n);
+    }
+    if (L.ntasks > 0) launch(L, max_n);
+  }
+}
 
 }  // namespace sluice::cuda::detail

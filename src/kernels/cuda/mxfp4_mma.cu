@@ -60,34 +60,6 @@ __device__ __forceinline__ uint32_t x_addr(int G, int t, int p, int j, int q) {
   return t == 0 ? phys(o) : uint32_t(kTableBytes) + o;
 }
 
-// bf16 bits of an exact value.
-__device__ __forceinline__ uint32_t bf16_bits(float f) { return __float_as_uint(f) >> 16; }
-// value(code) · 2^-2, exact.
-__device__ __forceinline__ float e2m1_quarter(uint32_t code) { return __fmul_rn(e2m1_scaled(code), 4096.0f); }
-
-__device__ __forceinline__ uint32_t bmul2(uint32_t a, uint32_t b) {
-  uint32_t d;  // a·b + (-0): exact for the products here, and -0 keeps a -0 product
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
-  return d;
-}
-__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// x = hi + mid + lo exactly, each a bf16 (truncations; the rests are exact).
-__device__ __forceinline__ void split3(float x, uint32_t& hi, uint32_t& mid, uint32_t& lo) {
-  const uint32_t hb = __float_as_uint(x) & 0xffff0000u;
-  const float r1 = __fsub_rn(x, __uint_as_float(hb));
-  const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
-  const float r2 = __fsub_rn(r1, __uint_as_float(mb));
-  hi = hb >> 16, mid = mb >> 16, lo = __float_as_uint(r2) >> 16;
-}
-
 // Where one warp's rows of a tile are: lane (gq, c)'s group-c pointers for
 // rows gq and gq + 8 of each 16-row block (rows past the end read the last
 // row: valid memory, never stored).
@@ -145,8 +117,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_mma_kernel(co
   let_next_kernel_start();
   for (int i = tid; i < 256 * 32; i += blockDim.x) {  // bf16 pairs of a code byte, a copy per lane
     const uint32_t b = uint32_t(i) >> 5, l = uint32_t(i) & 31u;
-    reinterpret_cast<uint32_t*>(smem + 256u * b)[l] =
-        bf16_bits(e2m1_quarter(b & 15u)) | (bf16_bits(e2m1_quarter(b >> 4)) << 16);
+    reinterpret_cast<uint32_t*>(smem + 256u * b)[l] = e2m1_quarter_pair(b);
   }
 
   // This lane's B rows: token bt, part bp of x (lanes past the parts hold 0).
@@ -182,13 +153,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_mma_kernel(co
         }
         const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
         uint32_t part[3][4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          uint32_t h0, m0, l0, h1, m1, l1;
-          split3(v[2 * k], h0, m0, l0);
-          split3(v[2 * k + 1], h1, m1, l1);
-          part[0][k] = h0 | (h1 << 16), part[1][k] = m0 | (m1 << 16), part[2][k] = l0 | (l1 << 16);
-        }
+        split3_pairs(v, part);
         const int j = col / 32, q = (col % 32) / 8;
 #pragma unroll
         for (int p = 0; p < 3; p++)
@@ -223,9 +188,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocksPerSm) mxfp4_mma_kernel(co
           uint32_t sp[2];
 #pragma unroll
           for (int h = 0; h < 2; h++) {
-            // 2^(s-127) in bf16 (s = 0: the subnormal)
-            const uint32_t s7 = max(s[j][b][h] << 7, 0x40u);
-            sp[h] = s7 | (s7 << 16);
+            sp[h] = e8m0_bf16_pair(s[j][b][h]);
           }
           const uint32_t wa[4] = {w[j][b][0].x, w[j][b][0].y, w[j][b][0].z, w[j][b][0].w};
           const uint32_t wb[4] = {w[j][b][1].x, w[j][b][1].y, w[j][b][1].z, w[j][b][1].w};
