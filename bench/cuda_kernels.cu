@@ -268,6 +268,25 @@ int main(int argc, char** argv) {
       down_tasks[s].push_back({e.w2p, e.w2s, h + k * kInter, o + k * kLatent, 1});
     }
   const double up_bytes = 2.0 * kTopK * (kW13Packed + kW13Scale), down_bytes = double(kTopK) * (kW2Packed + kW2Scale);
+  // One kernel over the rotating sets: gate+up, down, and both back to back
+  // (the step), each against the ceiling; returns the step's time.
+  using Grouped = void (*)(const cuda::MxTask*, int, int, int, void*);
+  using TaskSets = std::vector<std::vector<cuda::MxTask>>;
+  auto time_experts = [&](const std::string& name, double err, Grouped grouped, const TaskSets& upt, const TaskSets& dnt) {
+    const double up_ms = time_ms(20, [&](int i) { grouped(upt[i % sets].data(), 2 * kTopK, kInter, kLatent, nullptr); });
+    const double down_ms = time_ms(20, [&](int i) { grouped(dnt[i % sets].data(), kTopK, kLatent, kInter, nullptr); });
+    const double step_ms = time_ms(20, [&](int i) {
+      grouped(upt[i % sets].data(), 2 * kTopK, kInter, kLatent, nullptr);
+      grouped(dnt[i % sets].data(), kTopK, kLatent, kInter, nullptr);
+    });
+    const cuda::Mxfp4Launch ll = cuda::mxfp4_last_launch();
+    std::printf("MXFP4 [%s] max |Δ|/Σ|w·x| vs ref = %.2e; down launch: %d blocks × %d threads, %d/SM, %zu B smem\n",
+                name.c_str(), err, ll.blocks, ll.threads, ll.blocks_per_sm, ll.smem_bytes);
+    report("MXFP4 gate+up, 32×(3072×3584), " + name, up_bytes, up_ms, g_ceiling);
+    report("MXFP4 down, 16×(3584×3072), " + name, down_bytes, down_ms, g_ceiling);
+    report("MXFP4 16 experts (both launches), " + name, up_bytes + down_bytes, step_ms, g_ceiling);
+    return step_ms;
+  };
   const cuda::Mxfp4Tuning default_tuning = cuda::mxfp4_tuning();
   double best_step = 1e30;
   std::string best_name;
@@ -277,19 +296,7 @@ int main(int argc, char** argv) {
     if (only && std::strcmp(only, cuda::mxfp4_decode_name(dec)) != 0) continue;
     cuda::set_mxfp4_tuning(tuning);
     const std::string name = std::string(cuda::mxfp4_decode_name(dec)) + ", " + std::to_string(rpt) + " rows/thread";
-    const double err = check_expert_gemv(experts, lat);
-    const double up_ms = time_ms(20, [&](int i) { cuda::grouped_mxfp4(up_tasks[i % sets].data(), 2 * kTopK, kInter, kLatent); });
-    const double down_ms = time_ms(20, [&](int i) { cuda::grouped_mxfp4(down_tasks[i % sets].data(), kTopK, kLatent, kInter); });
-    const double step_ms = time_ms(20, [&](int i) {
-      cuda::grouped_mxfp4(up_tasks[i % sets].data(), 2 * kTopK, kInter, kLatent);
-      cuda::grouped_mxfp4(down_tasks[i % sets].data(), kTopK, kLatent, kInter);
-    });
-    const cuda::Mxfp4Launch ll = cuda::mxfp4_last_launch();
-    std::printf("MXFP4 [%s] max |Δ|/Σ|w·x| vs ref = %.2e; down launch: %d blocks × %d threads, %d/SM, %zu B smem\n",
-                name.c_str(), err, ll.blocks, ll.threads, ll.blocks_per_sm, ll.smem_bytes);
-    report("MXFP4 gate+up, 32×(3072×3584), " + name, up_bytes, up_ms, g_ceiling);
-    report("MXFP4 down, 16×(3584×3072), " + name, down_bytes, down_ms, g_ceiling);
-    report("MXFP4 16 experts (both launches), " + name, up_bytes + down_bytes, step_ms, g_ceiling);
+    const double step_ms = time_experts(name, check_expert_gemv(experts, lat), cuda::grouped_mxfp4, up_tasks, down_tasks);
     if (step_ms < best_step) best_step = step_ms, best_name = name;
   }
   // Fragment order (mxfp4_frag.cu, the engine's kernel at these widths): the
@@ -309,19 +316,8 @@ int main(int argc, char** argv) {
       for (cuda::MxTask& t : fdown_tasks[s]) permute(t, kLatent, kInter);
     }
     ok(cudaDeviceSynchronize(), "fragment order");
-    const double err = check_expert_gemv(experts, lat, frag);
-    const double up_ms = time_ms(20, [&](int i) { cuda::grouped_mxfp4_frag(fup_tasks[i % sets].data(), 2 * kTopK, kInter, kLatent); });
-    const double down_ms = time_ms(20, [&](int i) { cuda::grouped_mxfp4_frag(fdown_tasks[i % sets].data(), kTopK, kLatent, kInter); });
-    const double step_ms = time_ms(20, [&](int i) {
-      cuda::grouped_mxfp4_frag(fup_tasks[i % sets].data(), 2 * kTopK, kInter, kLatent);
-      cuda::grouped_mxfp4_frag(fdown_tasks[i % sets].data(), kTopK, kLatent, kInter);
-    });
-    const cuda::Mxfp4Launch ll = cuda::mxfp4_last_launch();
-    std::printf("MXFP4 [fragment order] max |Δ|/Σ|w·x| vs ref = %.2e; down launch: %d blocks × %d threads, %d/SM, %zu B smem\n",
-                err, ll.blocks, ll.threads, ll.blocks_per_sm, ll.smem_bytes);
-    report("MXFP4 gate+up, 32×(3072×3584), fragment order", up_bytes, up_ms, g_ceiling);
-    report("MXFP4 down, 16×(3584×3072), fragment order", down_bytes, down_ms, g_ceiling);
-    report("MXFP4 16 experts (both launches), fragment order", up_bytes + down_bytes, step_ms, g_ceiling);
+    const double step_ms = time_experts("fragment order", check_expert_gemv(experts, lat, frag), cuda::grouped_mxfp4_frag,
+                                        fup_tasks, fdown_tasks);
     if (step_ms < best_step) best_step = step_ms, best_name = "fragment order";
     // The permutation itself (what a tier or upload pays once per expert).
     const double perm_ms = time_ms(5, [&](int i) {

@@ -132,21 +132,30 @@ State& st() {
   return *s;
 }
 
-// How a mirror's device bytes are made from its host bytes: a plain copy, or
-// an MXFP4 piece permuted into fragment order (codes or scales of a rows ×
-// cols matrix; dev_bytes: the permuted size).
-struct MirrorFill {
+// How a weight piece lies on the device: its host bytes as they are, or an
+// MXFP4 piece (the codes or the scales of a rows × cols matrix) permuted into
+// fragment order (cuda.h), which may be larger (rows padded).
+struct DeviceLayout {
   bool frag = false, codes = false;
   int rows = 0, cols = 0;
   size_t dev_bytes(size_t host_bytes) const {
     if (!frag) return host_bytes;
     return codes ? mxfp4_frag_packed_bytes(rows, cols) : mxfp4_frag_scale_bytes(rows, cols);
   }
+  // src: the host bytes already on the device; dst: dev_bytes of them.
+  void permute(const void* src, void* dst, cudaStream_t stream) const {
+    const auto* from = static_cast<const uint8_t*>(src);
+    auto* to = static_cast<uint8_t*>(dst);
+    if (codes)
+      mxfp4_frag_packed(from, rows, cols, to, stream);
+    else
+      mxfp4_frag_scale(from, rows, cols, to, stream);
+  }
 };
 
 // Where the weight bytes [p, p+n) are on the device: a mirror (owner != 0,
 // made now if VRAM allows), else nullptr (the caller uploads into the arena).
-const void* mirrored(State& s, const void* p, size_t n, WeightOwner owner, const MirrorFill& fill = {}) {
+const void* mirrored(State& s, const void* p, size_t n, WeightOwner owner, const DeviceLayout& fill = {}) {
   if (owner == 0 || n == 0) return nullptr;
   const size_t dev_n = fill.dev_bytes(n);
   auto it = s.mirrors.find(p);
@@ -169,12 +178,7 @@ const void* mirrored(State& s, const void* p, size_t n, WeightOwner owner, const
   s.up->copy(fill.frag ? staging : d, p, n, false);
   s.up->sync();
   if (fill.frag) {  // permuted once, here: the mirror holds fragment order
-    const auto* src = static_cast<const uint8_t*>(staging);
-    auto* dst = static_cast<uint8_t*>(d);
-    if (fill.codes)
-      mxfp4_frag_packed(src, fill.rows, fill.cols, dst, s.stream);
-    else
-      mxfp4_frag_scale(src, fill.rows, fill.cols, dst, s.stream);
+    fill.permute(staging, d, s.stream);
     check(cudaStreamSynchronize(s.stream), "fragment order");
     check(cudaFree(staging), "cudaFree");
   }
@@ -290,16 +294,16 @@ void tier_end_call(Tier& t) {
 }
 
 // A weight's device bytes for this op: its mirror, or a fresh upload into the
-// arena (planned by the caller with plan_weight).
-// An MXFP4 piece in fragment order arrives in the arena's staging first and
-// is permuted into its place (a mirror's, a tier slot's or the arena's) on
-// the compute stream after the uploads' fence (permute_staged).
+// arena (planned by the caller with plan_weight). A piece in fragment order
+// is uploaded into the arena as it is (staged) and permuted into its place
+// (the arena's, or a tier slot's) on the compute stream after the uploads'
+// fence (permute_staged).
 struct WeightPiece {
   const void* host;
   size_t bytes;
   WeightOwner owner;
   const void* dev = nullptr;
-  MirrorFill fill{};
+  DeviceLayout fill{};
   void* staged = nullptr;  // fragment order: the host bytes in the arena, to permute into dev
 };
 void plan_weight(State& s, WeightPiece& w) {
@@ -327,12 +331,7 @@ const void* place_weight(State& s, WeightPiece& w) {
 // After the fence: staged pieces into fragment order in their places.
 void permute_staged(State& s, WeightPiece& w) {
   if (!w.staged) return;
-  const auto* src = static_cast<const uint8_t*>(w.staged);
-  auto* dst = static_cast<uint8_t*>(const_cast<void*>(w.dev));
-  if (w.fill.codes)
-    mxfp4_frag_packed(src, w.fill.rows, w.fill.cols, dst, s.stream);
-  else
-    mxfp4_frag_scale(src, w.fill.rows, w.fill.cols, dst, s.stream);
+  w.fill.permute(w.staged, const_cast<void*>(w.dev), s.stream);
   w.staged = nullptr;
   s.stats.frag_permuted_bytes += w.bytes;
 }
@@ -400,7 +399,7 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
   // so a tier key never meets a copy in the other layout.
   const bool frag = s.frag && mxfp4_frag_takes(rows, cols);
   const size_t packed_bytes = size_t(rows) * cols / 2, scale_bytes = size_t(rows) * cols / 32;
-  const MirrorFill codes_fill{frag, true, rows, cols}, scale_fill{frag, false, rows, cols};
+  const DeviceLayout codes_fill{frag, true, rows, cols}, scale_fill{frag, false, rows, cols};
   const size_t scale_at = (codes_fill.dev_bytes(packed_bytes) + kAlign - 1) / kAlign * kAlign;  // in a tier slot
   std::vector<WeightPiece> packed, scale;
   packed.reserve(size_t(ntasks)), scale.reserve(size_t(ntasks));

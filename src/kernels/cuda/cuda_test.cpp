@@ -14,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "base/numeric.h"
@@ -149,6 +150,31 @@ TEST(CudaKernels, Mxfp4ExtremeScales) {
   check_mxfp4(rng, 37, 512, 2, 200, 230);
 }
 
+// Row 16·s + code: every column that code, every group scale s (0..254).
+Mxfp4 every_code_and_scale(int cols) {
+  const int rows = 255 * 16, G = cols / 32;
+  Mxfp4 m;
+  m.packed.assign(size_t(rows) * cols / 2, 0);
+  m.scale.assign(size_t(rows) * G, 0);
+  for (int s = 0; s < 255; s++)
+    for (int code = 0; code < 16; code++) {
+      const int r = s * 16 + code;
+      for (int c = 0; c < cols; c += 2) m.packed[size_t(r) * cols / 2 + c / 2] = uint8_t(code | (code << 4));
+      for (int g = 0; g < G; g++) m.scale[size_t(r) * G + g] = uint8_t(s);
+    }
+  return m;
+}
+// y of that matrix times a one-hot x: exactly value(code)·2^(s-127).
+void expect_every_code_exact(const std::vector<float>& y, const std::string& what) {
+  for (int s = 0; s < 255; s++)
+    for (int code = 0; code < 16; code++) {
+      const float want = kE2M1[code] * e8m0_to_f32(uint8_t(s));
+      const float got = y[size_t(s) * 16 + code];
+      ASSERT_TRUE(got == want)  // ±0 alike: ref sums from +0 too
+          << "code " << code << " s " << s << " " << what << ": " << got << " vs " << want;
+    }
+}
+
 // One-hot x: y[r] is exactly value(code)·2^(s-127) for every code and every
 // scale 0..254, including the subnormal s = 0 and overflow to inf at the top.
 TEST(CudaKernels, Mxfp4DecodesEveryCodeAndScaleExactly) {
@@ -156,16 +182,8 @@ TEST(CudaKernels, Mxfp4DecodesEveryCodeAndScaleExactly) {
   TuningGuard guard;
   for (const int cols : {64, 512}) {  // 512: a width the tensor-core kernel takes
     SCOPED_TRACE(testing::Message() << "cols " << cols);
-    const int rows = 255 * 16, G = cols / 32;
-    Mxfp4 m;
-    m.packed.assign(size_t(rows) * cols / 2, 0);
-    m.scale.assign(size_t(rows) * G, 0);
-    for (int s = 0; s < 255; s++)
-      for (int code = 0; code < 16; code++) {
-        const int r = s * 16 + code;
-        for (int c = 0; c < cols; c += 2) m.packed[size_t(r) * cols / 2 + c / 2] = uint8_t(code | (code << 4));
-        for (int g = 0; g < G; g++) m.scale[size_t(r) * G + g] = uint8_t(s);
-      }
+    const int rows = 255 * 16;
+    const Mxfp4 m = every_code_and_scale(cols);
     Dev<uint8_t> dp(m.packed), ds(m.scale);
     for (int hot : {0, 1, 31, 32, 63, cols - 1})
       for (const cuda::Mxfp4Tuning tuning : cuda::mxfp4_tunings()) {
@@ -175,15 +193,7 @@ TEST(CudaKernels, Mxfp4DecodesEveryCodeAndScaleExactly) {
         x[hot] = 1.0f;
         Dev<float> dx(x), dy(rows);
         cuda::matvec_mxfp4(dp.p, ds.p, rows, cols, dx.p, dy.p);
-        const std::vector<float> y = dy.get();
-        for (int s = 0; s < 255; s++)
-          for (int code = 0; code < 16; code++) {
-            const float want = kE2M1[code] * e8m0_to_f32(uint8_t(s));
-            const float got = y[size_t(s) * 16 + code];
-            ASSERT_TRUE(got == want)  // ±0 alike: ref sums from +0 too
-                << "code " << code << " s " << s << " hot " << hot << " " << cuda::mxfp4_decode_name(dec) << ": "
-                << got << " vs " << want;
-          }
+        expect_every_code_exact(dy.get(), "hot " + std::to_string(hot) + " " + cuda::mxfp4_decode_name(dec));
       }
   }
 }
@@ -224,12 +234,25 @@ TEST(CudaKernels, Mxfp4EveryTuningGivesTheSameBits) {
 
 // A grouped call (different experts, different token counts, some empty) is
 // bitwise the same calls made one by one: the default tuning, and the
-// tensor-core kernel (1-4 tokens: passes of two) at a width it takes.
-void check_grouped_one_by_one(int rows, int cols) {
-  SCOPED_TRACE(testing::Message() << rows << "x" << cols << " " << cuda::mxfp4_decode_name(cuda::mxfp4_tuning().decode));
+// tensor-core kernel (1-4 tokens: passes of two) at a width it takes; frag:
+// the matrices in fragment order through grouped_mxfp4_frag.
+// A matrix's device copy in fragment order, made from its device copy in the
+// checkpoint's layout.
+struct FragCopy {
+  Dev<uint8_t> packed, scale;
+  FragCopy(const Dev<uint8_t>& p, const Dev<uint8_t>& s, int rows, int cols)
+      : packed(cuda::mxfp4_frag_packed_bytes(rows, cols)), scale(cuda::mxfp4_frag_scale_bytes(rows, cols)) {
+    cuda::mxfp4_frag_packed(p.p, rows, cols, packed.p);
+    cuda::mxfp4_frag_scale(s.p, rows, cols, scale.p);
+  }
+};
+void check_grouped_one_by_one(int rows, int cols, bool frag = false) {
+  SCOPED_TRACE(testing::Message() << rows << "x" << cols << " "
+                                  << (frag ? "fragment order" : cuda::mxfp4_decode_name(cuda::mxfp4_tuning().decode)));
   Rng rng(12);
   const int ntasks = 70;  // > one launch's 64 tasks
   std::vector<std::unique_ptr<Dev<uint8_t>>> P, S;
+  std::vector<std::unique_ptr<FragCopy>> F;
   std::vector<std::unique_ptr<Dev<float>>> Xs, Ys;
   std::vector<cuda::MxTask> tasks;
   std::uniform_int_distribution<int> tokens(0, 4);
@@ -238,16 +261,24 @@ void check_grouped_one_by_one(int rows, int cols) {
     const int n = tokens(rng);
     P.push_back(std::make_unique<Dev<uint8_t>>(m.packed));
     S.push_back(std::make_unique<Dev<uint8_t>>(m.scale));
+    const uint8_t *wp = P.back()->p, *ws = S.back()->p;
+    if (frag) {
+      F.push_back(std::make_unique<FragCopy>(*P.back(), *S.back(), rows, cols));
+      wp = F.back()->packed.p, ws = F.back()->scale.p;
+    }
     Xs.push_back(std::make_unique<Dev<float>>(random_activations(rng, size_t(n) * cols)));
     Ys.push_back(std::make_unique<Dev<float>>(size_t(n) * rows));
-    tasks.push_back({P.back()->p, S.back()->p, Xs.back()->p, Ys.back()->p, n});
+    tasks.push_back({wp, ws, Xs.back()->p, Ys.back()->p, n});
   }
-  cuda::grouped_mxfp4(tasks.data(), ntasks, rows, cols);
+  const auto grouped = frag ? cuda::grouped_mxfp4_frag : cuda::grouped_mxfp4;
+  grouped(tasks.data(), ntasks, rows, cols, nullptr);
   for (int e = 0; e < ntasks; e++) {
-    const std::vector<float> grouped = Ys[e]->get();
-    Dev<float> y(grouped.size());
-    cuda::matmul_mxfp4(P[e]->p, S[e]->p, rows, cols, Xs[e]->p, tasks[e].n, y.p);
-    ASSERT_TRUE(bitwise_equal(grouped, y.get())) << "task " << e;
+    const std::vector<float> together = Ys[e]->get();
+    Dev<float> y(together.size());
+    cuda::MxTask one = tasks[e];
+    one.Y = y.p;
+    grouped(&one, 1, rows, cols, nullptr);
+    ASSERT_TRUE(bitwise_equal(together, y.get())) << "task " << e;
   }
 }
 
@@ -312,16 +343,6 @@ TEST(CudaKernels, Mxfp4RejectsBadShapes) {
 
 // ---- MXFP4 in fragment order (mxfp4_frag.cu)
 
-// A matrix's device copy in fragment order, made from its device copy in the
-// checkpoint's layout.
-struct FragCopy {
-  Dev<uint8_t> packed, scale;
-  FragCopy(const Dev<uint8_t>& p, const Dev<uint8_t>& s, int rows, int cols)
-      : packed(cuda::mxfp4_frag_packed_bytes(rows, cols)), scale(cuda::mxfp4_frag_scale_bytes(rows, cols)) {
-    cuda::mxfp4_frag_packed(p.p, rows, cols, packed.p);
-    cuda::mxfp4_frag_scale(s.p, rows, cols, scale.p);
-  }
-};
 
 // One case: n tokens in one call against ref, and bitwise against each token
 // alone.
@@ -380,16 +401,8 @@ TEST(CudaFrag, ExtremeScales) {
 // of every lane, step and warp.
 TEST(CudaFrag, DecodesEveryCodeAndScaleExactly) {
   SKIP_WITHOUT_GPU();
-  const int cols = 1024, rows = 255 * 16, G = cols / 32;
-  Mxfp4 m;
-  m.packed.assign(size_t(rows) * cols / 2, 0);
-  m.scale.assign(size_t(rows) * G, 0);
-  for (int s = 0; s < 255; s++)
-    for (int code = 0; code < 16; code++) {
-      const int r = s * 16 + code;
-      for (int c = 0; c < cols; c += 2) m.packed[size_t(r) * cols / 2 + c / 2] = uint8_t(code | (code << 4));
-      for (int g = 0; g < G; g++) m.scale[size_t(r) * G + g] = uint8_t(s);
-    }
+  const int cols = 1024, rows = 255 * 16;
+  const Mxfp4 m = every_code_and_scale(cols);
   Dev<uint8_t> dp(m.packed), ds(m.scale);
   const FragCopy f(dp, ds, rows, cols);
   for (int hot : {0, 1, 31, 32, 127, 128, 500, cols - 1}) {
@@ -398,46 +411,16 @@ TEST(CudaFrag, DecodesEveryCodeAndScaleExactly) {
     Dev<float> dx(x), dy(rows);
     const cuda::MxTask task{f.packed.p, f.scale.p, dx.p, dy.p, 1};
     cuda::grouped_mxfp4_frag(&task, 1, rows, cols);
-    const std::vector<float> y = dy.get();
-    for (int s = 0; s < 255; s++)
-      for (int code = 0; code < 16; code++) {
-        const float want = kE2M1[code] * e8m0_to_f32(uint8_t(s));
-        const float got = y[size_t(s) * 16 + code];
-        ASSERT_TRUE(got == want) << "code " << code << " s " << s << " hot " << hot << ": " << got << " vs " << want;
-      }
+    expect_every_code_exact(dy.get(), "hot " + std::to_string(hot));
   }
 }
 
-// A grouped call (70 experts: two launches; 0-4 tokens each) is bitwise the
-// same calls made one by one, and the launch's grid does not enter the bits.
+// A grouped call (70 experts: two launches; 0-4 tokens each, rows not a
+// multiple of 32) is bitwise the same calls made one by one: the launch's
+// grid does not enter the bits.
 TEST(CudaFrag, GroupedIsBitwiseOneByOne) {
   SKIP_WITHOUT_GPU();
-  Rng rng(14);
-  const int rows = 100, cols = 1024, ntasks = 70;
-  std::vector<std::unique_ptr<Dev<uint8_t>>> P, S;
-  std::vector<std::unique_ptr<FragCopy>> F;
-  std::vector<std::unique_ptr<Dev<float>>> Xs, Ys;
-  std::vector<cuda::MxTask> tasks;
-  std::uniform_int_distribution<int> tokens(0, 4);
-  for (int e = 0; e < ntasks; e++) {
-    const Mxfp4 m = random_mxfp4(rng, rows, cols, 115, 130);
-    const int n = tokens(rng);
-    P.push_back(std::make_unique<Dev<uint8_t>>(m.packed));
-    S.push_back(std::make_unique<Dev<uint8_t>>(m.scale));
-    F.push_back(std::make_unique<FragCopy>(*P.back(), *S.back(), rows, cols));
-    Xs.push_back(std::make_unique<Dev<float>>(random_activations(rng, size_t(n) * cols)));
-    Ys.push_back(std::make_unique<Dev<float>>(size_t(n) * rows));
-    tasks.push_back({F.back()->packed.p, F.back()->scale.p, Xs.back()->p, Ys.back()->p, n});
-  }
-  cuda::grouped_mxfp4_frag(tasks.data(), ntasks, rows, cols);
-  for (int e = 0; e < ntasks; e++) {
-    const std::vector<float> grouped = Ys[e]->get();
-    Dev<float> y(grouped.size());
-    cuda::MxTask one = tasks[e];
-    one.Y = y.p;
-    cuda::grouped_mxfp4_frag(&one, 1, rows, cols);
-    ASSERT_TRUE(bitwise_equal(grouped, y.get())) << "task " << e;
-  }
+  check_grouped_one_by_one(100, 1024, true);
 }
 
 TEST(CudaFrag, RejectsShapesItDoesNotTake) {
