@@ -95,7 +95,8 @@ g = j.get("gpu", {})
 print(f"rc {p.returncode} step {j['decode_s_per_token']*1e3:.1f} ms ({j['decode_tok_s']:.2f} tok/s), "
       f"floor {g.get('floor_s_median', 0)*1e3:.1f} ms x{g.get('step_over_floor_median', 0):.2f} "
       f"{','.join(sorted(set(g.get('floor_tier_per_step', []))))}; disk {j['ceiling_gbps']:.2f} GB/s "
-      f"h2d {g.get('pinned_h2d_gbs', 0):.1f} hbm {g.get('hbm_read_gbs', 0):.0f}; per token disk "
+      f"h2d {g.get('pinned_h2d_gbs', 0):.1f} hbm {g.get('hbm_read_gbs', 0):.0f} (GEMV mxfp4 "
+      f"{g.get('mxfp4_gemv_of_hbm', 0):.2f} bf16 {g.get('bf16_gemv_of_hbm', 0):.2f} of it); per token disk "
       f"{j['bytes_per_token']['expert']/1e6:.0f} MB h2d {g.get('h2d_bytes_per_token', 0)/1e6:.0f} MB; "
       f"in GPU calls {g.get('gpu_call_s_median', 0)*1e3:.1f} ms ({g.get('gpu_calls_per_token', 0):.0f} calls); "
       f"RSS {peak/2**30:.2f} GiB of {j['ram_budget']/2**30:.2f}")

@@ -475,8 +475,13 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
       calls += double(st.gpu_calls);
       call_s.push_back(st.gpu_call_s);
     }
+    const auto of_hbm = [&](double gbs) { return d.hbm_read_gbs > 0 ? gbs / d.hbm_read_gbs : 0.0; };
     j["gpu"] = {{"hbm_read_gbs", d.hbm_read_gbs},
                 {"pinned_h2d_gbs", d.h2d_pinned_gbs},
+                {"mxfp4_gemv_gbs", d.mxfp4_gemv_gbs},  // K3's gate+up experts, one grouped launch
+                {"mxfp4_gemv_of_hbm", of_hbm(d.mxfp4_gemv_gbs)},
+                {"bf16_gemv_gbs", d.bf16_gemv_gbs},  // 7168 × 7168
+                {"bf16_gemv_of_hbm", of_hbm(d.bf16_gemv_gbs)},
                 {"disk_gbs", ceiling},
                 {"matrix_calls", d.gpu_calls},
                 {"resident_bytes_peak", d.resident_bytes_peak},

@@ -55,6 +55,7 @@ DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] b
   if (measure_ceilings) {
     const cuda::Ceilings c = cuda::measure_ceilings();
     r.hbm_read_gbs = c.hbm_read_gbs, r.h2d_pinned_gbs = c.h2d_pinned_gbs;
+    r.mxfp4_gemv_gbs = c.mxfp4_gemv_gbs, r.bf16_gemv_gbs = c.bf16_gemv_gbs;
   }
   const cuda::EntryStats s = cuda::entry_stats();
   r.gpu_calls = s.gpu_calls, r.resident_weights = s.resident_weights, r.resident_bytes = s.resident_bytes;

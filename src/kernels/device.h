@@ -26,10 +26,12 @@ std::string describe_backend(const Backend& b);
 
 // What the entry did (for --stats and bench): zeros for the CPU entries.
 // measure_ceilings: also time the GPU's HBM read and pinned host → device
-// ceilings now (about a second).
+// ceilings now, and the engine's MXFP4 and bf16 GEMVs at K3 shapes against
+// them (about a second).
 struct DeviceReport {
   bool gpu = false;
   double hbm_read_gbs = 0, h2d_pinned_gbs = 0;
+  double mxfp4_gemv_gbs = 0, bf16_gemv_gbs = 0;  // the engine's GEMVs, timed with the ceilings (K3 shapes)
   uint64_t gpu_calls = 0, resident_weights = 0, resident_bytes = 0, resident_bytes_peak = 0, uploaded_bytes = 0,
            cpu_matrix_calls = 0;
   uint64_t uploaded_pinned_bytes = 0, uploaded_staged_bytes = 0, weight_bytes = 0;  // cumulative

@@ -783,6 +783,42 @@ Ceilings measure_ceilings() {
   });
   c.hbm_read_gbs = double(read_bytes) / (read_ms * 1e-3) / 1e9;
   c.h2d_pinned_gbs = double(h2d_bytes) / (h2d_ms * 1e-3) / 1e9;
+  // The GEMVs the engine runs, over this buffer's bytes (their values do not
+  // change the time), 8 rotating copies each (more than L2 holds): one K3
+  // decode step's gate and up projections, 32 matrices 3072 × 3584 as one
+  // grouped launch in the layout the entry keeps experts in, and a bf16
+  // 7168 × 7168 GEMV. GB/s of weights read.
+  {
+    constexpr int kCopies = 8, kMats = 32, kRows = 3072, kCols = 3584, kSide = 7168;
+    const bool frag = s.frag && mxfp4_frag_takes(kRows, kCols);
+    const size_t packed = frag ? mxfp4_frag_packed_bytes(kRows, kCols) : size_t(kRows) * kCols / 2;
+    const size_t scale = frag ? mxfp4_frag_scale_bytes(kRows, kCols) : size_t(kRows) * kCols / 32;
+    const size_t mat = (packed + scale + 255) / 256 * 256, set = mat * kMats;
+    const float* x = reinterpret_cast<const float*>(buf + set * kCopies);  // 0x5a5a5a5a: a finite float
+    float* y = reinterpret_cast<float*>(buf + set * kCopies + kSide * sizeof(float));
+    std::vector<MxTask> tasks(size_t(kCopies) * kMats);
+    for (size_t i = 0; i < tasks.size(); i++) {
+      const auto* m = reinterpret_cast<const uint8_t*>(buf + i * mat);
+      tasks[i] = {m, m + packed, x, y + (i % kMats) * kRows, 1};
+    }
+    const double mx_ms = time_ms([&] {
+      for (int k = 0; k < kCopies; k++) {
+        const MxTask* t = tasks.data() + size_t(k) * kMats;
+        if (frag)
+          grouped_mxfp4_frag(t, kMats, kRows, kCols, s.stream);
+        else
+          grouped_mxfp4(t, kMats, kRows, kCols, s.stream);
+      }
+    });
+    c.mxfp4_gemv_gbs = double(kCopies) * kMats * double(size_t(kRows) * kCols / 2 + size_t(kRows) * kCols / 32) /
+                       (mx_ms * 1e-3) / 1e9;
+    const size_t w = size_t(kSide) * kSide * 2;
+    const double bf_ms = time_ms([&] {
+      for (int k = 0; k < kCopies; k++)
+        matvec_bf16(reinterpret_cast<const uint16_t*>(buf + size_t(k) * w), kSide, kSide, x, y, s.stream);
+    });
+    c.bf16_gemv_gbs = double(kCopies) * double(w) / (bf_ms * 1e-3) / 1e9;
+  }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   cudaFree(sink);

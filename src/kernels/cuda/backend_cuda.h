@@ -100,8 +100,13 @@ void set_vram_experts(int64_t bytes);
 // otherwise — the pinned staging, a first launch's driver allocations) is
 // all taken when the entry is made, so a memory plan made after it counts it
 // in the process's baseline (--ram-budget bounds the whole process).
+// Beside them, the GEMVs the engine runs, timed on the same buffer: one K3
+// decode step's gate+up experts (32 × 3072×3584 MXFP4, one grouped launch, in
+// the layout the entry keeps them) and a bf16 7168×7168 GEMV, GB/s of
+// weights read (their fraction of hbm_read_gbs is the kernels' figure).
 struct Ceilings {
   double hbm_read_gbs = 0, h2d_pinned_gbs = 0;
+  double mxfp4_gemv_gbs = 0, bf16_gemv_gbs = 0;
 };
 Ceilings measure_ceilings();
 
