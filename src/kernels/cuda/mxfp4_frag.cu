@@ -32,7 +32,7 @@
 // the 8 warps' sums in warp order, then y = 4·((P0 + P1) + P2); the other
 // warps arrive and go on. A warp waits once in every 8 units, so none can
 // refill a buffer before its reader has read it. Tokens of a task are units
-// in turn (a token re-reads the weights: prefill is 8 flops a code byte
+// in turn (a token re-reads the weights: prefill does 4 flops a code byte
 // at this kernel's bandwidth). Measured: docs/kernels.md, "Fourteenth session".
 #include <algorithm>
 
