@@ -34,6 +34,7 @@
 #include <random>
 
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/mxfp4_launch.cuh"
 
 namespace cuda = sluice::cuda;
 
@@ -47,26 +48,15 @@ __device__ __forceinline__ float e2m1(uint32_t code) {
   float v = mag[code & 7];
   return (code & 8) ? -v : v;
 }
-__device__ __forceinline__ uint32_t bf16_bits(float f) { return __float_as_uint(f) >> 16; }  // exact values only
-__device__ __forceinline__ uint4 ld_stream16(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t ld_stream8(const void* p) {
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.u8 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t bmul2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));  // a·b + (-0): exact
-  return d;
-}
+// The engine kernels' helpers (mxfp4_launch.cuh): exact bf16 bits, the
+// streaming loads, the exact bf16x2 multiply, the bf16 mma and the x split.
+using sluice::cuda::detail::bf16_bits;
+using sluice::cuda::detail::bmul2;
+using sluice::cuda::detail::ld_stream16;
+using sluice::cuda::detail::ld_stream8;
+using sluice::cuda::detail::split3;
 __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  sluice::cuda::detail::mma16816(d, a0, a1, a2, a3, b0, b1);
 }
 __device__ __forceinline__ uint32_t phys(uint32_t o) { return ((o >> 7) << 8) + 128 + (o & 127); }
 
@@ -89,15 +79,8 @@ __device__ __forceinline__ void fill_table_and_parts(char* smem, const float* X,
   for (int k2 = threadIdx.x; k2 < cols / 2; k2 += blockDim.x) {
     const float2 v = reinterpret_cast<const float2*>(X)[k2];
     uint32_t h[2], m[2], l[2];
-    const float xv[2] = {v.x, v.y};
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-      const uint32_t hb = __float_as_uint(xv[j]) & 0xffff0000u;
-      const float r1 = __fsub_rn(xv[j], __uint_as_float(hb));
-      const uint32_t mb = __float_as_uint(r1) & 0xffff0000u;
-      const float r2 = __fsub_rn(r1, __uint_as_float(mb));
-      h[j] = hb >> 16, m[j] = mb >> 16, l[j] = __float_as_uint(r2) >> 16;
-    }
+    split3(v.x, h[0], m[0], l[0]);
+    split3(v.y, h[1], m[1], l[1]);
     *reinterpret_cast<uint32_t*>(smem + phys(0 * S + 4u * k2)) = h[0] | (h[1] << 16);
     *reinterpret_cast<uint32_t*>(smem + phys(1 * S + 4u * k2)) = m[0] | (m[1] << 16);
     *reinterpret_cast<uint32_t*>(smem + phys(2 * S + 4u * k2)) = l[0] | (l[1] << 16);

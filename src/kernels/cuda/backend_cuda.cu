@@ -155,34 +155,34 @@ struct DeviceLayout {
 
 // Where the weight bytes [p, p+n) are on the device: a mirror (owner != 0,
 // made now if VRAM allows), else nullptr (the caller uploads into the arena).
-const void* mirrored(State& s, const void* p, size_t n, WeightOwner owner, const DeviceLayout& fill = {}) {
+const void* mirrored(State& s, const void* p, size_t n, WeightOwner owner, const DeviceLayout& layout = {}) {
   if (owner == 0 || n == 0) return nullptr;
-  const size_t dev_n = fill.dev_bytes(n);
+  const size_t dev_n = layout.dev_bytes(n);
   auto it = s.mirrors.find(p);
   if (it != s.mirrors.end()) {
-    if (it->second.owner == owner && it->second.bytes >= dev_n && it->second.frag == fill.frag) return it->second.dev;
+    if (it->second.owner == owner && it->second.bytes >= dev_n && it->second.frag == layout.frag) return it->second.dev;
     check(cudaFree(it->second.dev), "cudaFree");
     s.stats.resident_weights--, s.stats.resident_bytes -= it->second.bytes;
     s.mirrors.erase(it);
   }
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-  if (free_b < dev_n + (fill.frag ? n : 0) + kReserve) return nullptr;
+  if (free_b < dev_n + (layout.frag ? n : 0) + kReserve) return nullptr;
   void* d = nullptr;
   void* staging = nullptr;
-  if (cudaMalloc(&d, dev_n) != cudaSuccess || (fill.frag && cudaMalloc(&staging, n) != cudaSuccess)) {
+  if (cudaMalloc(&d, dev_n) != cudaSuccess || (layout.frag && cudaMalloc(&staging, n) != cudaSuccess)) {
     cudaGetLastError();  // out of memory: clear it, use the per-call path
     if (d) cudaFree(d);
     return nullptr;
   }
-  s.up->copy(fill.frag ? staging : d, p, n, false);
+  s.up->copy(layout.frag ? staging : d, p, n, false);
   s.up->sync();
-  if (fill.frag) {  // permuted once, here: the mirror holds fragment order
-    fill.permute(staging, d, s.stream);
+  if (layout.frag) {  // permuted once, here: the mirror holds fragment order
+    layout.permute(staging, d, s.stream);
     check(cudaStreamSynchronize(s.stream), "fragment order");
     check(cudaFree(staging), "cudaFree");
   }
-  s.mirrors[p] = {d, dev_n, owner, fill.frag};
+  s.mirrors[p] = {d, dev_n, owner, layout.frag};
   s.stats.resident_weights++, s.stats.resident_bytes += dev_n;
   s.stats.resident_bytes_peak = std::max(s.stats.resident_bytes_peak, s.stats.resident_bytes);
   return d;
@@ -303,19 +303,23 @@ struct WeightPiece {
   size_t bytes;
   WeightOwner owner;
   const void* dev = nullptr;
-  DeviceLayout fill{};
+  DeviceLayout layout{};
   void* staged = nullptr;  // fragment order: the host bytes in the arena, to permute into dev
 };
+// The arena bytes upload_piece stages a piece in (fragment order only).
+void plan_staging(State& s, const WeightPiece& w) {
+  if (w.layout.frag) s.arena.plan(w.bytes);
+}
 void plan_weight(State& s, WeightPiece& w) {
-  w.dev = mirrored(s, w.host, w.bytes, w.owner, w.fill);
+  w.dev = mirrored(s, w.host, w.bytes, w.owner, w.layout);
   if (w.dev) return;
-  s.arena.plan(w.fill.dev_bytes(w.bytes));
-  if (w.fill.frag) s.arena.plan(w.bytes);
+  s.arena.plan(w.layout.dev_bytes(w.bytes));
+  plan_staging(s, w);
 }
 // Uploads the piece's host bytes to `dev` (fragment order: to staging, noted
 // for permute_staged).
 void upload_piece(State& s, WeightPiece& w, void* dev) {
-  if (w.fill.frag) {
+  if (w.layout.frag) {
     w.staged = s.arena.take(w.bytes);
     upload(s, w.staged, w.host, w.bytes);
   } else {
@@ -325,13 +329,13 @@ void upload_piece(State& s, WeightPiece& w, void* dev) {
 }
 const void* place_weight(State& s, WeightPiece& w) {
   if (w.dev) return w.dev;
-  upload_piece(s, w, s.arena.take(w.fill.dev_bytes(w.bytes)));
+  upload_piece(s, w, s.arena.take(w.layout.dev_bytes(w.bytes)));
   return w.dev;
 }
 // After the fence: staged pieces into fragment order in their places.
 void permute_staged(State& s, WeightPiece& w) {
   if (!w.staged) return;
-  w.fill.permute(w.staged, const_cast<void*>(w.dev), s.stream);
+  w.layout.permute(w.staged, const_cast<void*>(w.dev), s.stream);
   w.staged = nullptr;
   s.stats.frag_permuted_bytes += w.bytes;
 }
@@ -399,8 +403,8 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
   // so a tier key never meets a copy in the other layout.
   const bool frag = s.frag && mxfp4_frag_takes(rows, cols);
   const size_t packed_bytes = size_t(rows) * cols / 2, scale_bytes = size_t(rows) * cols / 32;
-  const DeviceLayout codes_fill{frag, true, rows, cols}, scale_fill{frag, false, rows, cols};
-  const size_t scale_at = (codes_fill.dev_bytes(packed_bytes) + kAlign - 1) / kAlign * kAlign;  // in a tier slot
+  const DeviceLayout codes_layout{frag, true, rows, cols}, scale_layout{frag, false, rows, cols};
+  const size_t scale_at = (codes_layout.dev_bytes(packed_bytes) + kAlign - 1) / kAlign * kAlign;  // in a tier slot
   std::vector<WeightPiece> packed, scale;
   packed.reserve(size_t(ntasks)), scale.reserve(size_t(ntasks));
   std::vector<int> fresh_slot(size_t(ntasks), -1);  // tier slots to fill this call
@@ -408,20 +412,21 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
     const Mxfp4Task& t = tasks[i];
     packed.push_back({t.W.packed, packed_bytes, t.W.owner});
     scale.push_back({t.W.scale, scale_bytes, t.W.owner});
-    packed.back().fill = codes_fill, scale.back().fill = scale_fill;
+    packed.back().layout = codes_layout, scale.back().layout = scale_layout;
     if (t.n <= 0 || rows <= 0) continue;
     s.stats.weight_bytes += packed_bytes + scale_bytes;
     s.arena.plan(size_t(t.n) * cols * sizeof(float));
     s.arena.plan(size_t(t.n) * rows * sizeof(float));
     if (t.W.owner == 0 && t.W.content != 0) {
       bool fresh = false;
-      const int slot = tier_get(s, t.W.content, scale_at + scale_fill.dev_bytes(scale_bytes), &fresh);
+      const int slot = tier_get(s, t.W.content, scale_at + scale_layout.dev_bytes(scale_bytes), &fresh);
       if (slot >= 0) {
         char* d = s.tier.slots[size_t(slot)].dev;
         packed.back().dev = d, scale.back().dev = d + scale_at;
         if (fresh) {
           fresh_slot[size_t(i)] = slot;
-          if (frag) s.arena.plan(packed_bytes), s.arena.plan(scale_bytes);  // staging
+          plan_staging(s, packed.back());
+          plan_staging(s, scale.back());
         }
         continue;
       }
