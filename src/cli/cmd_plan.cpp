@@ -142,7 +142,24 @@ int run_plan(const PlanArgs& a) {
   const double spill = double(moe) * std::max(0.0, ahead_per_layer - lead);
   const double after_router = missed * (1 - a.guess_recall) / rate;
   const double expert_wait = spill + after_router;
-  const double critical = compute_floor + expert_wait;
+  const double guessed_path = compute_floor + expert_wait;
+  // The token boundary (k3/step_mix.h token_boundary_mix): the head, the
+  // layers before the first MoE layer, its attention and router run with no
+  // expert read of the step known, and the expert reader sits idle through it
+  // (bench's boundary idle matched its token_boundary_s_per_token on the
+  // k3-slice). So a step also takes at least that boundary plus the larger of
+  // reading every expert byte and the compute left after it. The boundary's
+  // time: bench's saved measurement scaled to this model's boundary bytes,
+  // else its kernel bytes' share of the compute floor.
+  const StepMix boundary_mix = token_boundary_mix(c, spine, p.resident_pieces);
+  int boundary_used = 0;
+  const double saved_boundary = use_saved ? saved_boundary_s(saved, cores, boundary_mix, r, &boundary_used) : 0;
+  const double boundary =
+      std::min(compute_floor, boundary_used > 0 ? saved_boundary
+                                                : compute_floor * kernel_seconds(boundary_mix, r) /
+                                                      std::max(kernel_seconds(mix, r), 1e-12));
+  const double boundary_path = boundary + std::max(expert_read / rate, compute_floor - boundary);
+  const double critical = std::max(guessed_path, boundary_path);
   const double projected = std::max(io_floor, critical);
 
   const double all_experts = double(moe) * c.num_experts;
@@ -191,10 +208,14 @@ int run_plan(const PlanArgs& a) {
                 : !saved.empty() ? "the saved engine runs used another thread count"
                                  : "no engine measurement saved: `sluice bench --save-compute` on a resident spine keeps one");
   }
-  std::printf("critical path %.3f s per token: compute floor + %.3f s reading the missed experts no guess caught "
-              "(after their router; --guess-recall %.2f) + %.3f s of guessed reads that one layer's compute of %.3f s "
-              "does not hide\n",
-              critical, after_router, a.guess_recall, spill, lead);
+  std::printf("critical path %.3f s per token: the larger of compute floor + %.3f s reading the missed experts no guess "
+              "caught (after their router; --guess-recall %.2f) + %.3f s of guessed reads that one layer's compute of "
+              "%.3f s does not hide (%.3f s), and the token boundary's %.3f s (%s) + the larger of every expert byte at "
+              "the disk rate (%.3f s) and the compute after it (%.3f s) (%.3f s)\n",
+              critical, after_router, a.guess_recall, spill, lead, guessed_path, boundary,
+              boundary_used > 0 ? "`sluice bench --save-compute`'s, scaled to these bytes"
+                                : "its kernel bytes' share of the compute floor",
+              expert_read / rate, compute_floor - boundary, boundary_path);
   std::printf(projected >= 0.1 ? "projected    %.3f s/token (%s: the larger of the I/O floor and the critical path)\n"
                                 : "projected    %.6f s/token (%s: the larger of the I/O floor and the critical path)\n",
               projected, io_floor >= critical ? "I/O-bound" : "compute and expert reads");

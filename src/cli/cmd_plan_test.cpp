@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 
@@ -167,6 +168,52 @@ TEST(CliPlan, PresetK3NeedsNoWeights) {
   // One of --model and --preset.
   EXPECT_NE(run("plan --ram 1G", &rc).find("--model DIR or --preset k3"), std::string::npos);
   EXPECT_NE(rc, 0);
+}
+
+// The token boundary (head, the layers before the first MoE layer, its
+// attention and router) has no expert read of the step to overlap, so a step
+// takes at least the boundary plus every expert byte at the disk rate. bench
+// measures the boundary, --save-compute keeps it, and plan uses it.
+TEST(CliPlan, TheTokenBoundaryComesBeforeTheExpertReads) {
+  const std::string model = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model";
+  const std::string path = std::string(SLUICE_BINARY) + ".plan_boundary_compute.json";
+  std::remove(path.c_str());
+  int rc = 0;
+  const std::string b = run("SLUICE_COMPUTE_PROFILE=" + path + " bench -m " + model +
+                                " -p 4 -n 4 --probe-seconds 0 --no-replay --save-compute --json",
+                            &rc);
+  ASSERT_EQ(rc, 0) << b;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(b, m, std::regex("\"token_boundary_s_per_token\":\\s*([0-9.eE+-]+)"))) << b;
+  const double boundary = std::stod(m[1]);
+  ASSERT_TRUE(std::regex_search(b, m, std::regex("\"decode_compute_s_per_token\":\\s*([0-9.eE+-]+)"))) << b;
+  EXPECT_GT(boundary, 0) << b;
+  EXPECT_LE(boundary, std::stod(m[1])) << b;  // a part of the compute: no read waits inside it
+  std::ifstream saved(path);
+  const std::string text((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("boundary_s_per_token"), std::string::npos) << text;
+  EXPECT_NE(text.find("boundary_bytes"), std::string::npos) << text;
+  // A disk slow enough that the expert reads outlast any compute: the
+  // boundary's path sets the step, with bench's boundary (this very model: no scaling).
+  const std::string p = run("SLUICE_COMPUTE_PROFILE=" + path + " plan --model " + model +
+                                " --disk-gbps 0.0005 --spine bf16 --probe-seconds 0.05 --probe-rounds 1 --guess-recall 1",
+                            &rc);
+  ASSERT_EQ(rc, 0) << p;
+  EXPECT_NE(p.find("`sluice bench --save-compute`'s, scaled to these bytes"), std::string::npos) << p;
+  const double plan_boundary = number_after(p, "the token boundary's");
+  EXPECT_NEAR(plan_boundary, boundary, 0.0006) << p;
+  ASSERT_TRUE(std::regex_search(p, m, std::regex("every expert byte at the disk rate \\(([0-9.]+) s\\)"))) << p;
+  const double reads = std::stod(m[1]);
+  ASSERT_TRUE(std::regex_search(p, m, std::regex("does not hide \\(([0-9.]+) s\\)"))) << p;
+  const double guessed = std::stod(m[1]);
+  ASSERT_TRUE(std::regex_search(p, m, std::regex("the compute after it \\([0-9.-]+ s\\) \\(([0-9.]+) s\\)"))) << p;
+  const double boundary_path = std::stod(m[1]);
+  EXPECT_GT(reads, 0.01) << p;
+  EXPECT_NEAR(boundary_path, plan_boundary + reads, 0.002) << p;
+  EXPECT_NEAR(number_after(p, "critical path"), std::max(guessed, boundary_path), 0.002) << p;
+  EXPECT_NEAR(seconds_per_token(p), std::max(number_after(p, "I/O floor   "), std::max(guessed, boundary_path)), 0.002)
+      << p;
+  std::remove(path.c_str());
 }
 
 }  // namespace

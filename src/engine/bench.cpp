@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/stats.h"
 #include "engine/compute_profile.h"
@@ -25,10 +26,6 @@
 namespace sluice {
 
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // CPU seconds this process has used (all threads, user + system).
 double cpu_s() {
@@ -47,6 +44,7 @@ struct StepRecord {
   double compute = 0;                   // time not spent waiting for expert reads or spine pieces
   std::vector<double> idle_before_layer;  // expert reader idle before each layer's fetch, seconds
   uint64_t wasted = 0;                  // bytes of guesses read that their layer did not need
+  double boundary = 0;                  // the token boundary: before the first MoE fetch, after the last
   // On a GPU entry: weight bytes copied host -> device, read by the GPU's
   // products (HBM), and VRAM expert tier hits / misses.
   uint64_t h2d = 0, hbm = 0, tier_hits = 0, tier_misses = 0;
@@ -93,7 +91,7 @@ class Replayer {
     uint64_t longest = 0;
     for (const ExpertRead& e : experts) longest = std::max(longest, e.span.length);
     const uint64_t before = reader_.stats().bytes_read;
-    const double t0 = now_s();
+    const double t0 = steady_s();
     m_.spine->read_pass(true, [&](int unit) {
       if (unit % 2 == 0 || unit / 2 >= m_.config().num_hidden_layers) return;
       size_t i = 0;
@@ -104,7 +102,7 @@ class Replayer {
         return true;
       }, &pool_);
     });
-    r.seconds = now_s() - t0;
+    r.seconds = steady_s() - t0;
     r.bytes = m_.spine->streamed_bytes_per_pass(true) + (reader_.stats().bytes_read - before);
     return r;
   }
@@ -121,7 +119,7 @@ class Replayer {
     uint64_t longest = 0;
     for (const ExpertRead& e : experts) longest = std::max(longest, e.span.length);
     const uint64_t before = reader_.stats().bytes_read;
-    const double t0 = now_s();
+    const double t0 = steady_s();
     std::exception_ptr failed;
     std::thread io([&] {
       try {
@@ -138,7 +136,7 @@ class Replayer {
     if (!m_.spine->all_resident()) m_.spine->read_pass(true);
     io.join();
     if (failed) std::rethrow_exception(failed);
-    r.seconds = now_s() - t0;
+    r.seconds = steady_s() - t0;
     r.bytes = m_.spine->streamed_bytes_per_pass(true) + (reader_.stats().bytes_read - before);
     return r;
   }
@@ -171,10 +169,10 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     mo.extra_bytes += replay + probe;
     mo.chunk_tokens = std::min(opt.prefill_chunk_tokens, opt.prompt_tokens);
   }
-  const double t_open = now_s();
+  const double t_open = steady_s();
   if (!mo.miss_filler) mo.miss_filler = stream_miss_filler(dir);
   auto m = open_model(dir, mo);
-  const double open_s = now_s() - t_open;
+  const double open_s = steady_s() - t_open;
   if (opt.save_compute && !m->spine->all_resident())
     fail("bench", "--save-compute needs the whole spine resident (a larger --ram-budget): with a streamed spine "
                   "the loader shares the cores and a step is not compute alone");
@@ -192,14 +190,14 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   const ExpertStats e0 = m->experts->stats();
   const uint64_t spine0 = m->spine->bytes_read();
   const SpanStreamStats ss0 = m->spine->stream_stats();
-  const double t0 = now_s(), cpu0 = cpu_s();
+  const double t0 = steady_s(), cpu0 = cpu_s();
   const auto fed = [&](size_t done, size_t total) {
     if (opt.prefill_progress) opt.prefill_progress(done, total);
     return true;
   };
   s.prefill_chunked(prompt, std::max(opt.prefill_chunk_tokens, 1), fed);
   int next = argmax(s.logits());
-  const double ttft = now_s() - t0;
+  const double ttft = steady_s() - t0;
   const double prefill_cpu = cpu_s() - cpu0;
   const ExpertStats e1 = m->experts->stats();
   const uint64_t spine1 = m->spine->bytes_read();
@@ -231,10 +229,11 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     const ExpertStats a = m->experts->stats();
     const SpanStreamStats sa = m->spine->stream_stats();
     const DeviceReport da = device_report(*m->backend, false);
-    const double ta = now_s();
+    const uint64_t ta = steady_ns();
     next = argmax(s.step(next));
+    const uint64_t tb = steady_ns();
     StepRecord st;
-    st.seconds = now_s() - ta;
+    st.seconds = double(tb - ta) / 1e9;
     const DeviceReport db = device_report(*m->backend, false);
     st.h2d = db.uploaded_bytes - da.uploaded_bytes, st.hbm = db.weight_bytes - da.weight_bytes;
     st.tier_hits = db.tier_hits - da.tier_hits, st.tier_misses = db.tier_misses - da.tier_misses;
@@ -254,6 +253,8 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
       st.idle_before_layer[l] =
           double(b.idle_before_layer_ns[l] - (l < a.idle_before_layer_ns.size() ? a.idle_before_layer_ns[l] : 0)) / 1e9;
     st.wasted = b.prefetch_wasted_bytes - a.prefetch_wasted_bytes;
+    if (b.first_moe_fetch_ns > ta && b.last_fetch_end_ns > b.first_moe_fetch_ns && b.last_fetch_end_ns <= tb)
+      st.boundary = double((b.first_moe_fetch_ns - ta) + (tb - b.last_fetch_end_ns)) / 1e9;
     steps.push_back(st);
     // After every step (the first too: it brackets the first steady step).
     if (opt.replay) {
@@ -271,7 +272,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   double total_s = 0, replay_s = 0;
   uint64_t total_bytes = 0, replay_bytes = 0, spine_b = 0, expert_b = 0, hit_b = 0, wasted_b = 0;
   double idle = 0, wait = 0, depth = 0, expert_idle = 0;
-  std::vector<double> compute_s;
+  std::vector<double> compute_s, boundary_s;
   std::vector<double> boundary;  // per layer, summed over steady steps
   for (size_t i = 1; i < steps.size(); i++) {
     const StepRecord& st = steps[i];
@@ -283,6 +284,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     depth += st.expert_depth * st.seconds;
     expert_idle += st.expert_idle;
     compute_s.push_back(st.compute);
+    boundary_s.push_back(st.boundary);
     wasted_b += st.wasted;
     if (boundary.size() < st.idle_before_layer.size()) boundary.resize(st.idle_before_layer.size());
     for (size_t l = 0; l < st.idle_before_layer.size(); l++) boundary[l] += st.idle_before_layer[l];
@@ -388,6 +390,11 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     j["boundary_idle_s_per_layer"] = per_layer;
     j["boundary_idle_s_per_token"] = idle_tok;
     j["decode_compute_s_per_token"] = median(compute_s);  // step less its waits for reads: compute's floor
+    // The token boundary: from the step's start to its first MoE layer's
+    // fetch, and from its last fetch's end to the step's end (head, dense
+    // layers, the first MoE layer's attention and router), when the expert
+    // reader has only that first layer's guesses to read.
+    j["token_boundary_s_per_token"] = median(boundary_s);
     // What that compute pushed through each kernel (k3/step_mix.h), and the
     // measurement kept for `sluice plan` when asked (a resident spine only:
     // a streamed one's loader shares the cores, so the step is not compute alone).
@@ -400,6 +407,8 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
       cp.threads = kernels::num_threads();
       cp.steps = int(compute_s.size());
       cp.compute_s = median(compute_s);
+      cp.boundary_s = median(boundary_s);
+      cp.boundary_mix = token_boundary_mix(c, *m->spine, m->plan.resident_pieces);
       cp.mix = mix;
       save_compute_profile(compute_profile_path(), cp);
       j["compute_profile_saved"] = compute_profile_path();

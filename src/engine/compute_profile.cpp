@@ -37,14 +37,29 @@ std::optional<ComputeProfile> parse_run(const nlohmann::json& j) {
   };
   if (!j.is_object()) return std::nullopt;
   const auto s = num(j, "compute_s_per_token"), t = num(j, "threads");
-  const auto b = j.find("bytes");
-  if (!s || !t || *s <= 0 || *t < 1 || b == j.end() || !b->is_object()) return std::nullopt;
-  const auto bf16 = num(*b, "bf16"), int8 = num(*b, "int8"), mxfp4 = num(*b, "mxfp4"), dec = num(*b, "decoded");
-  if (!bf16 || !int8 || !mxfp4 || !dec || *bf16 + *int8 + *mxfp4 + *dec <= 0) return std::nullopt;
+  // {bf16, int8, mxfp4, decoded} at key k, when all there and not all zero.
+  auto mix = [&](const char* k) -> std::optional<StepMix> {
+    const auto b = j.find(k);
+    if (b == j.end() || !b->is_object()) return std::nullopt;
+    const auto bf16 = num(*b, "bf16"), int8 = num(*b, "int8"), mxfp4 = num(*b, "mxfp4"), dec = num(*b, "decoded");
+    if (!bf16 || !int8 || !mxfp4 || !dec || *bf16 + *int8 + *mxfp4 + *dec <= 0) return std::nullopt;
+    StepMix m;
+    m.bf16 = *bf16, m.int8 = *int8, m.mxfp4 = *mxfp4, m.decoded = *dec;
+    return m;
+  };
+  const auto bytes = mix("bytes");
+  if (!s || !t || *s <= 0 || *t < 1 || !bytes) return std::nullopt;
   ComputeProfile p;
   p.compute_s = *s;
   p.threads = int(*t);
-  p.mix.bf16 = *bf16, p.mix.int8 = *int8, p.mix.mxfp4 = *mxfp4, p.mix.decoded = *dec;
+  p.mix = *bytes;
+  // The token boundary, when this run measured one (older files have none).
+  const auto boundary = num(j, "boundary_s_per_token");
+  const auto boundary_bytes = mix("boundary_bytes");
+  if (boundary && *boundary > 0 && boundary_bytes) {
+    p.boundary_s = std::min(*boundary, p.compute_s);
+    p.boundary_mix = *boundary_bytes;
+  }
   if (j.contains("model") && j["model"].is_string()) p.model = j["model"];
   if (j.contains("when") && j["when"].is_string()) p.when = j["when"];
   p.ram_budget = uint64_t(num(j, "ram_budget").value_or(0));
@@ -57,11 +72,14 @@ std::optional<ComputeProfile> parse_run(const nlohmann::json& j) {
 void save_compute_profile(const std::string& path, const ComputeProfile& p) {
   if (path.empty()) fail("bench", "no place to save the compute profile (set SLUICE_COMPUTE_PROFILE or HOME)");
   if (!(p.compute_s > 0)) fail(path, "no measured compute to save");
+  auto bytes = [](const StepMix& m) {
+    return nlohmann::json{{"bf16", m.bf16}, {"int8", m.int8}, {"mxfp4", m.mxfp4}, {"decoded", m.decoded}};
+  };
   nlohmann::json run = {{"model", p.model},       {"when", p.when.empty() ? utc_now() : p.when},
                         {"ram_budget", p.ram_budget}, {"threads", p.threads},
                         {"steps", p.steps},       {"compute_s_per_token", p.compute_s},
-                        {"bytes", {{"bf16", p.mix.bf16}, {"int8", p.mix.int8}, {"mxfp4", p.mix.mxfp4},
-                                   {"decoded", p.mix.decoded}}}};
+                        {"bytes", bytes(p.mix)}};
+  if (p.boundary_s > 0) run["boundary_s_per_token"] = p.boundary_s, run["boundary_bytes"] = bytes(p.boundary_mix);
   nlohmann::json j = read_cache_json(path);
   nlohmann::json runs = nlohmann::json::array();
   if (j.contains("runs") && j["runs"].is_array())
@@ -99,6 +117,16 @@ double saved_compute_s(const std::vector<ComputeProfile>& runs, int threads, con
   std::vector<double> v;
   for (const ComputeProfile& p : runs)
     if (p.threads == threads) v.push_back(scaled_compute_s(p, m, rates));
+  if (used) *used = int(v.size());
+  return median(v);
+}
+
+double saved_boundary_s(const std::vector<ComputeProfile>& runs, int threads, const StepMix& boundary,
+                        const kernels::KernelRates& rates, int* used) {
+  std::vector<double> v;
+  for (const ComputeProfile& p : runs)
+    if (p.threads == threads && p.boundary_s > 0)
+      v.push_back(p.boundary_s * kernel_seconds(boundary, rates) / kernel_seconds(p.boundary_mix, rates));
   if (used) *used = int(v.size());
   return median(v);
 }

@@ -16,7 +16,8 @@
 //
 // File: $SLUICE_COMPUTE_PROFILE, else $XDG_CACHE_HOME/sluice/compute.json, else
 // ~/.cache/sluice/compute.json: {"runs": [{model, when, ram_budget, threads,
-// steps, compute_s_per_token, bytes: {bf16, int8, mxfp4, decoded}}, ...]},
+// steps, compute_s_per_token, bytes: {bf16, int8, mxfp4, decoded}, boundary_s_per_token, boundary_bytes:
+// {bf16, int8, mxfp4, decoded}}, ...]} (the boundary fields optional),
 // oldest first, at most kComputeRunsKept; written atomically.
 #pragma once
 #include <cstdint>
@@ -36,7 +37,9 @@ struct ComputeProfile {
   int threads = 1;          // kernel threads
   int steps = 0;            // decode steps the median is over
   double compute_s = 0;     // median step less its waits for reads (bench's decode_compute_s_per_token)
+  double boundary_s = 0;    // of which the token boundary (bench's token_boundary_s_per_token; 0: not measured)
   StepMix mix;              // what that step computed (the byte fields only)
+  StepMix boundary_mix;     // what its token boundary computed (k3/step_mix.h token_boundary_mix)
 };
 
 constexpr int kComputeRunsKept = 5;
@@ -61,5 +64,11 @@ double scaled_compute_s(const ComputeProfile& p, const StepMix& m, const kernels
 // scaled to `m`; 0 when none was (*used: how many there were).
 double saved_compute_s(const std::vector<ComputeProfile>& runs, int threads, const StepMix& m,
                        const kernels::KernelRates& rates, int* used = nullptr);
+
+// The same for the token boundary: the median over the runs with `threads`
+// that measured one of each run's boundary scaled to `boundary` (a
+// token_boundary_mix); 0 when none did.
+double saved_boundary_s(const std::vector<ComputeProfile>& runs, int threads, const StepMix& boundary,
+                        const kernels::KernelRates& rates, int* used = nullptr);
 
 }  // namespace sluice

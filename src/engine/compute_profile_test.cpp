@@ -94,5 +94,37 @@ TEST(ComputeProfile, MedianOfTheRunsWithTheSameThreads) {
   EXPECT_EQ(used, 0);
 }
 
+// The token boundary rides along when measured, is scaled by its own bytes,
+// and runs without one (older files) give no boundary.
+TEST(ComputeProfile, TheTokenBoundaryIsKeptAndScaledByItsOwnBytes) {
+  ScratchDir dir;
+  const std::string path = dir.path + "/compute.json";
+  const kernels::KernelRates r = rates();
+  ComputeProfile with = run(0.4);
+  with.boundary_s = 0.2;
+  with.boundary_mix.bf16 = 4e9;
+  save_compute_profile(path, run(0.5));  // no boundary measured
+  save_compute_profile(path, with);
+  const std::vector<ComputeProfile> runs = load_compute_profile(path);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].boundary_s, 0.0);
+  EXPECT_DOUBLE_EQ(runs[1].boundary_s, 0.2);
+  EXPECT_DOUBLE_EQ(runs[1].boundary_mix.bf16, 4e9);
+  int used = 0;
+  EXPECT_DOUBLE_EQ(saved_boundary_s(runs, 2, with.boundary_mix, r, &used), 0.2);
+  EXPECT_EQ(used, 1);  // the run without one is not counted
+  StepMix half;
+  half.bf16 = 2e9;
+  EXPECT_DOUBLE_EQ(saved_boundary_s(runs, 2, half, r), 0.1);
+  EXPECT_EQ(saved_boundary_s(runs, 1, half, r, &used), 0.0);
+  EXPECT_EQ(used, 0);
+  // A boundary longer than the compute it is part of is cut to it.
+  std::ofstream(path) << R"({"runs": [{"compute_s_per_token": 0.3, "threads": 2,
+      "bytes": {"bf16": 1, "int8": 0, "mxfp4": 0, "decoded": 0}, "boundary_s_per_token": 0.5,
+      "boundary_bytes": {"bf16": 1, "int8": 0, "mxfp4": 0, "decoded": 0}}]})";
+  ASSERT_EQ(load_compute_profile(path).size(), 1u);
+  EXPECT_DOUBLE_EQ(load_compute_profile(path)[0].boundary_s, 0.3);
+}
+
 }  // namespace
 }  // namespace sluice

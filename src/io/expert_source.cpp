@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/file_io.h"
 
@@ -138,6 +139,7 @@ class DirectExperts : public ExpertSource {
     }
     in_fetch_ = false;
     run_meanwhile();  // the fetch never blocked: now
+    stats_.last_fetch_end_ns = steady_ns();
   }
 
   // Runs the fetch's meanwhile() the first time it is called.
@@ -469,9 +471,8 @@ class DirectExperts : public ExpertSource {
   // The expert reader's idle time since the previous fetch began, charged to `layer`.
   void note_boundary(int layer) {
     const ReadStats r = reader_.stats();
-    const uint64_t now = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                      std::chrono::steady_clock::now().time_since_epoch())
-                                      .count());
+    const uint64_t now = steady_ns();
+    if (layer == first_moe_) stats_.first_moe_fetch_ns = now;
     if (last_fetch_ns_) {
       const uint64_t wall = now - last_fetch_ns_, busy = r.busy_ns - last_busy_ns_;
       if (stats_.idle_before_layer_ns.size() <= size_t(layer)) stats_.idle_before_layer_ns.resize(size_t(layer) + 1);

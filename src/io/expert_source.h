@@ -40,6 +40,12 @@ struct ExpertStats {
   uint64_t read_busy_ns = 0, read_depth_ns = 0;
   uint64_t wait_ns = 0;  // time fetches sat blocked waiting for a read (compute waiting for I/O)
   std::vector<uint64_t> idle_before_layer_ns;
+  // Steady-clock times (ns) when the latest fetch of the first MoE layer
+  // began and the latest fetch of any layer ended: a decode step's token
+  // boundary (head, dense layers, the first MoE layer's attention and router:
+  // compute with no expert read of its own to wait for) lies before the one
+  // and after the other.
+  uint64_t first_moe_fetch_ns = 0, last_fetch_end_ns = 0;
 };
 
 // One span an expert source read, and the layer whose fetch issued it (its

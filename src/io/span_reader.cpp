@@ -21,6 +21,7 @@
 #include <deque>
 #include <unordered_map>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "io/read_engine.h"
 
@@ -31,12 +32,6 @@ namespace {
 bool env_flag(const char* name) {
   const char* v = std::getenv(name);
   return v && *v && std::strcmp(v, "0") != 0;
-}
-
-uint64_t now_ns() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
 }
 
 std::string span_text(uint64_t offset, uint64_t length) {
@@ -122,7 +117,7 @@ struct SpanReader::Impl {
 
   // Integrates ops_in_flight over time up to now; call before it changes.
   void account_depth() {
-    const uint64_t t = now_ns();
+    const uint64_t t = steady_ns();
     if (depth_since) stats.depth_ns += uint64_t(ops_in_flight) * (t - depth_since);
     depth_since = t;
   }
@@ -327,7 +322,7 @@ struct SpanReader::Impl {
       r.ops_running++;
       if (r.next_issue >= r.alen) pending.pop_front();
       account_depth();
-      if (ops_in_flight++ == 0) busy_since = now_ns();
+      if (ops_in_flight++ == 0) busy_since = steady_ns();
       issue(i);
     }
     flush();
@@ -394,7 +389,7 @@ struct SpanReader::Impl {
     stats.ops++;
     free_ops.push_back(i);
     account_depth();
-    if (--ops_in_flight == 0) stats.busy_ns += now_ns() - busy_since;
+    if (--ops_in_flight == 0) stats.busy_ns += steady_ns() - busy_since;
     r.ops_running--;
     if (r.ops_running == 0 && r.next_issue >= r.alen) finish_request(o.ticket);
   }
@@ -549,14 +544,14 @@ size_t SpanReader::outstanding() const { return impl_->requests.size() + impl_->
 
 ReadStats SpanReader::stats() const {
   ReadStats s = impl_->stats;
-  if (impl_->ops_in_flight > 0) s.busy_ns += now_ns() - impl_->busy_since;
-  if (impl_->depth_since) s.depth_ns += uint64_t(impl_->ops_in_flight) * (now_ns() - impl_->depth_since);
+  if (impl_->ops_in_flight > 0) s.busy_ns += steady_ns() - impl_->busy_since;
+  if (impl_->depth_since) s.depth_ns += uint64_t(impl_->ops_in_flight) * (steady_ns() - impl_->depth_since);
   return s;
 }
 
 void SpanReader::reset_stats() {
   impl_->stats = {};
-  impl_->busy_since = now_ns();
+  impl_->busy_since = steady_ns();
   impl_->depth_since = impl_->busy_since;
 }
 

@@ -28,4 +28,13 @@ struct StepMix {
 // `resident`: the memory plan's resident_pieces (one flag per spine piece).
 StepMix step_mix(const ModelConfig& c, const Spine& spine, const std::vector<bool>& resident);
 
+// The kernel bytes of a decode step's token boundary: what runs after the last
+// MoE layer's experts and before the first MoE layer's router has chosen (the
+// head, the layers before the first MoE layer, that layer's attention and
+// router). No expert read of the step is known then, so the expert reader has
+// nothing of its own to read (bench: token_boundary_s_per_token). Only the
+// kernel fields (bf16, int8, decoded) are set; a model with no MoE layer is
+// all boundary.
+StepMix token_boundary_mix(const ModelConfig& c, const Spine& spine, const std::vector<bool>& resident);
+
 }  // namespace sluice

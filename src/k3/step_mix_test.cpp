@@ -38,5 +38,25 @@ TEST(StepMix, ResidentPiecesAreComputedButNotRead) {
   EXPECT_DOUBLE_EQ(h.layers_read + h.head_read, odd);
 }
 
+// K3's token boundary: the head, the dense layer 0, layer 1's attention and
+// router; nothing of the MoE layers from layer 1's FFN on.
+TEST(StepMix, TheTokenBoundaryIsTheHeadAndWhatComesBeforeTheFirstMoeFfn) {
+  const Checkpoint ck = layout_checkpoint(k3_config(), "Kimi K3");
+  const Spine spine(ck, 64ull << 20);
+  const ModelConfig& c = ck.config;
+  const std::vector<bool> resident(size_t(spine.piece_count()), true);
+  const StepMix b = token_boundary_mix(c, spine, resident);
+  double expect = double(c.num_experts) * c.hidden_size * 2;  // layer 1's router
+  for (int i = 0; i < spine.piece_count(); i++) {
+    const int u = spine.piece_unit(i);
+    if (u <= 2 || spine.piece_is_head(i)) expect += double(spine.piece_bytes(i));
+  }
+  EXPECT_DOUBLE_EQ(b.bf16, expect);
+  EXPECT_EQ(b.mxfp4, 0.0);
+  const StepMix all = step_mix(c, spine, resident);
+  EXPECT_LT(b.bf16, 0.1 * all.bf16);  // one layer of 93, and the head
+  EXPECT_GT(b.bf16, 0.0);
+}
+
 }  // namespace
 }  // namespace sluice

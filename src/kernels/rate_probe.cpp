@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/stats.h"
 #include "kernels/bf16_codec.h"
 #include "kernels/fast.h"
@@ -22,10 +23,6 @@
 namespace sluice::kernels {
 
 namespace {
-
-double wall_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 double thread_cpu_s() {
   timespec ts;
@@ -38,7 +35,7 @@ double thread_cpu_s() {
 // weights so that no call finds its matrix in the last-level cache.
 template <class F>
 double rate(double bytes_per_call, int copies, double seconds, bool cpu, const F& f, bool warm_up) {
-  double (*now_s)() = cpu ? thread_cpu_s : wall_s;
+  double (*now_s)() = cpu ? thread_cpu_s : steady_s;
   if (warm_up)
     for (int i = 0; i < copies; i++) f(i);
   int calls = 0;
