@@ -63,7 +63,7 @@ Command reg("bench", "Benchmark prefill and decode against the disk's read ceili
   sub.add_option("-b,--batch-size", a->opt.prefill_chunk_tokens, "Prompt tokens per prefill chunk, as `run` and `serve`")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  sub.add_option("--queue-depth", a->opt.model.queue_depth, "Reads in flight (default: what `sluice probe --save` measured for this disk, else 16)")->check(CLI::Range(1, 1024));
+  sub.add_option("--queue-depth", a->opt.model.queue_depth, "Reads in flight in all, shared by the spine's loader and the expert reader while the spine streams (default: what `sluice probe --save` measured for this disk, else 16)")->check(CLI::Range(1, 1024));
   sub.add_option("--probe-seconds", a->opt.probe_seconds, "Time for the random-read probe (0: none)");
   sub.add_flag("!--no-replay", a->opt.replay, "Skip replaying each step's reads with no compute");
   sub.add_flag("--save-compute", a->opt.save_compute,

@@ -12,9 +12,12 @@
 // previous token's route) read the ones they catch (--guess-recall) a layer
 // ahead, beside one layer's compute, with the wrong guesses (--guess-waste)
 // on the same disk; the misses no guess caught are read while compute waits.
-// A step takes the larger of the I/O floor (every byte / disk rate: one disk
-// serves both) and that critical path (docs/benchmarks.md, "`sluice plan`
-// against `bench`").
+// Nothing of a step's own is read through its token boundary (the head, the
+// layers before the first MoE layer, that layer's attention and router), so
+// the critical path is also at least that boundary plus every expert byte at
+// the disk rate. A step takes the larger of the I/O floor (every byte / disk
+// rate: one disk serves both) and that critical path (docs/benchmarks.md,
+// "`sluice plan` against `bench`").
 //
 // Compute floor: the engine's own decode compute as `sluice bench
 // --save-compute` measured it on this machine (engine/compute_profile.h: the

@@ -177,8 +177,9 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     fail("bench", "--save-compute needs the whole spine resident (a larger --ram-budget): with a streamed spine "
                   "the loader shares the cores and a step is not compute alone");
   const ModelConfig& c = m->config();
+  // The replays read as the engine does: each reader at its share of the depth.
   SpanReaderOptions io;
-  io.queue_depth = mo.queue_depth;
+  io.queue_depth = reader_queue_depth(mo.queue_depth, !m->plan.spine_resident);
 
   // A reproducible prompt of ordinary (non-special) ids.
   std::mt19937_64 rng(opt.seed);
@@ -214,6 +215,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   po.read_bytes = c.num_experts > 0 ? c.expert_span_bytes() : (16ull << 20);
   po.max_seconds = opt.probe_seconds / 2;
   po.reader = io;
+  po.reader.queue_depth = mo.queue_depth;  // one reader: the whole depth
   std::vector<ProbeResult> probes;
   if (opt.probe_seconds > 0) probes.push_back(measure_read_ceiling(m->ck.shard_paths, po));
 
@@ -329,6 +331,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
                       {"streamed_per_token", m->spine->streamed_bytes_per_pass(true)}};
   j["expert_cache_bytes"] = m->plan.expert_cache;
   j["queue_depth"] = mo.queue_depth;
+  j["queue_depth_per_reader"] = io.queue_depth;  // half each while the spine streams beside the experts
   j["queue_depth_source"] = opt.model.queue_depth > 0 ? "option" : depth_saved ? "probe profile" : "default";
   j["open_s"] = open_s;
   j["prompt_tokens"] = opt.prompt_tokens;

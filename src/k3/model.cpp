@@ -38,6 +38,8 @@ int default_queue_depth(const std::string& dir, bool* saved) {
   return qd > 0 ? qd : kUnprofiledQueueDepth;
 }
 
+int reader_queue_depth(int depth, bool spine_streams) { return spine_streams ? std::max(1, depth / 2) : depth; }
+
 uint64_t resident_bytes() {
   FILE* f = std::fopen("/proc/self/statm", "r");
   if (!f) return 0;
@@ -208,7 +210,7 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   if (opt.on_plan) opt.on_plan(m->plan);
   m->queue_depth = opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(dir);
   SpanReaderOptions io;
-  io.queue_depth = m->queue_depth;
+  io.queue_depth = reader_queue_depth(m->queue_depth, !m->plan.spine_resident);
   std::unique_ptr<ExpertSource> filler = opt.miss_filler ? opt.miss_filler(m->ck) : nullptr;
   if (!filler && (opt.pread_experts || m->ck.config.num_experts == 0)) {
     m->experts = make_pread_expert_source(m->ck);
@@ -216,7 +218,7 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
     DirectSourceOptions d;
     d.cache_bytes = m->plan.expert_cache;
     d.inflight_bytes = m->plan.expert_buffers;
-    d.queue_depth = m->queue_depth;
+    d.queue_depth = io.queue_depth;
     d.host_memory = {m->backend->register_host, m->backend->unregister_host};  // a GPU entry pins them
     m->experts = make_direct_expert_source(m->ck, d, std::move(filler));
   }

@@ -31,8 +31,9 @@ struct ModelOptions {
   uint64_t ram_budget = 0;
   // Context length the budget reserves sequence state for.
   int max_context = 4096;
-  // Reads in flight (io_uring queue depth) for expert reads, and for spine
-  // streaming; 0: default_queue_depth() of the model's directory.
+  // Reads in flight (io_uring queue depth) for expert reads and spine
+  // streaming together (reader_queue_depth splits it); 0: default_queue_depth()
+  // of the model's directory.
   int queue_depth = 0;
   // Read experts with plain pread and no cache (the simplest source; for comparisons).
   bool pread_experts = false;
@@ -140,7 +141,7 @@ struct Model {
   std::unique_ptr<ExpertSource> experts;
   Prefetcher prefetcher;
   uint64_t globals_bytes_read = 0;  // embedding rows
-  int queue_depth = 16;             // reads in flight, as resolved when the model opened
+  int queue_depth = 16;             // reads in flight in all, as resolved when the model opened
 
   const ModelConfig& config() const { return ck.config; }
 };
@@ -149,6 +150,14 @@ uint64_t default_ram_budget();
 // The queue depth for models in `dir`: what `sluice probe --save` recorded for
 // its disk (io/depth_profile.h), else 16; *saved says which.
 int default_queue_depth(const std::string& dir, bool* saved = nullptr);
+// Reads in flight for each of the engine's readers: a queue depth is the
+// device's, so when the spine streams beside the experts its loader and the
+// expert reader share it (half each); with the spine resident the expert
+// reader has it all. Two readers at the full depth each put twice the device's
+// depth in flight: on the H200 machine's disk the 4G streamed k3-slice read at
+// 0.84-1.03 of the bare spine pass with 2 x 16 and 0.94-1.00 with 2 x 8
+// (docs/benchmarks.md, "Fifteenth session").
+int reader_queue_depth(int depth, bool spine_streams);
 // The process's resident set now (/proc/self/statm), in bytes; 0 if unknown.
 uint64_t resident_bytes();
 // Working memory a forward pass of T tokens needs beyond the plan's parts

@@ -99,6 +99,27 @@ TEST(Model, PartlyResidentSpineIsBitIdenticalAndStreamsLess) {
   EXPECT_GE(partly, 2);
 }
 
+// A queue depth is the device's: while the spine streams, its loader and the
+// expert reader share it; with the spine resident the expert reader has it
+// all. The shallowest split still gives the same bits.
+TEST(Model, ReadersShareTheQueueDepthWhileTheSpineStreams) {
+  EXPECT_EQ(reader_queue_depth(16, true), 8);
+  EXPECT_EQ(reader_queue_depth(16, false), 16);
+  EXPECT_EQ(reader_queue_depth(3, true), 1);
+  EXPECT_EQ(reader_queue_depth(1, true), 1);
+  const std::vector<int> toks = {448, 259, 309, 412};
+  auto resident = open_model(kFixture);
+  const std::vector<float> want = run_all(*resident, toks, true);
+  ModelOptions o;
+  o.ram_budget = uint64_t(2) << 20;
+  o.spine_chunk_bytes = 16 << 10;
+  o.max_context = 256;
+  o.queue_depth = 1;
+  auto m = open_model(kFixture, o);
+  ASSERT_FALSE(m->plan.spine_resident);
+  EXPECT_EQ(run_all(*m, toks, true), want);
+}
+
 // A shard cut short while the spine streams: the next passes fail with an
 // error naming the shard, never a hang or wrong logits.
 TEST(Model, ShardTruncatedMidRunGivesAnErrorNamingIt) {
