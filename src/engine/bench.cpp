@@ -111,7 +111,7 @@ class Replayer {
   ReplayRecord spine_only() { return run({}); }
 
   // The floor of the expert regime: the same spans at the same total depth
-  // (the spine's loader and an expert reader at the engine's queue depth) with
+  // (the spine's loader and an expert reader at the engine's split of it) with
   // no dependency between layers: every expert span is issued at once, beside
   // one spine pass, and the time is until both are done.
   ReplayRecord run_free(const std::vector<ExpertRead>& experts) {
@@ -210,7 +210,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   const double prefill_compute_s = std::max(ttft - prefill_io_wait, 1e-9);
 
   // The device itself: random expert-sized O_DIRECT reads of the model's
-  // shards at the engine's queue depth, half before the decode steps and half after.
+  // shards at the engine's whole queue depth, half before the decode steps and half after.
   ProbeOptions po;
   po.read_bytes = c.num_experts > 0 ? c.expert_span_bytes() : (16ull << 20);
   po.max_seconds = opt.probe_seconds / 2;
