@@ -395,8 +395,8 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     j["decode_compute_s_per_token"] = median(compute_s);  // step less its waits for reads: compute's floor
     // The token boundary: from the step's start to its first MoE layer's
     // fetch, and from its last fetch's end to the step's end (head, dense
-    // layers, the first MoE layer's attention and router), when the expert
-    // reader has only that first layer's guesses to read.
+    // layers, the first MoE layer's attention and router), when no expert
+    // read of the step is known yet (the reader was seen idle through it).
     j["token_boundary_s_per_token"] = median(boundary_s);
     // What that compute pushed through each kernel (k3/step_mix.h), and the
     // measurement kept for `sluice plan` when asked (a resident spine only:
