@@ -48,7 +48,7 @@ TEST(Model, RunsOnEveryCpuBackend) {
   const fast::Isa saved = fast::isa();
   std::vector<std::vector<float>> per_entry;
   for (const Backend* be : backends()) {
-    fast::set_isa(std::string(be->name) == "avx2" ? fast::Isa::avx2 : fast::Isa::scalar);
+    fast::set_isa(std::string(be->name) == "avx2" ? fast::best_isa() : fast::Isa::scalar);
     auto m = open_model(kFixture);
     EXPECT_EQ(m->backend, be);
     EXPECT_EQ(&m->spine->backend(), be);

@@ -64,15 +64,15 @@ void grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
 }
 
 #if defined(__x86_64__)
-void avx2_matvec_bf16(const Bf16Ref& W, const float* x, float* y) { fast::avx2::matvec_bf16(W.w, W.rows, W.cols, x, y); }
+void avx2_matvec_bf16(const Bf16Ref& W, const float* x, float* y) { fast::x86::matvec_bf16(W.w, W.rows, W.cols, x, y); }
 void avx2_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
-  fast::avx2::matmul_bf16(W.w, W.rows, W.cols, X, n, Y);
+  fast::x86::matmul_bf16(W.w, W.rows, W.cols, X, n, Y);
 }
 void avx2_matvec_mxfp4(const Mxfp4Ref& W, const float* x, float* y) {
-  fast::avx2::matvec_mxfp4(W.packed, W.scale, W.rows, W.cols, x, y);
+  fast::x86::matvec_mxfp4(W.packed, W.scale, W.rows, W.cols, x, y);
 }
 void avx2_matmul_mxfp4(const Mxfp4Ref& W, const float* X, int n, float* Y) {
-  fast::avx2::matmul_mxfp4(W.packed, W.scale, W.rows, W.cols, X, n, Y);
+  fast::x86::matmul_mxfp4(W.packed, W.scale, W.rows, W.cols, X, n, Y);
 }
 void avx2_matvec_int8(const Int8Ref& W, const float* x, float* y) { fast::avx2::matvec_int8(W.w, W.rows, W.cols, x, y); }
 void avx2_matmul_int8(const Int8Ref& W, const float* X, int n, float* Y) {
@@ -332,7 +332,7 @@ const Backend& scalar_backend() { return kScalar; }
 
 const Backend* avx2_backend() {
 #if defined(__x86_64__)
-  if (fast::best_isa() == fast::Isa::avx2) return &avx2_table();
+  if (fast::best_isa() >= fast::Isa::avx2) return &avx2_table();
 #endif
   return nullptr;
 }
@@ -344,7 +344,7 @@ std::vector<const Backend*> backends() {
 }
 
 const Backend& cpu_backend() {
-  if (fast::isa() == fast::Isa::avx2)
+  if (fast::isa() >= fast::Isa::avx2)
     if (const Backend* b = avx2_backend()) return *b;
   return scalar_backend();
 }

@@ -5,7 +5,8 @@
 // what to read and when (spine streaming, expert reads, prefetch, caches), the
 // backend does the arithmetic. Entries: `scalar` (the definitions: plain loops
 // over kernels/ref.h, one thread), `avx2` (kernels/fast_avx2.cpp for the matrix
-// products, threaded; KDA's and MLA's heads threaded; the other ops as
+// products, threaded, or their AVX-512 twins with the same bits where the CPU
+// has AVX-512: fast::isa() picks; KDA's and MLA's heads threaded; the other ops as
 // scalar), `cuda` (kernels/cuda/: the bf16 and MXFP4 products, the KDA
 // recurrence and MLA attention on the GPU, every other op its CPU entry's own).
 // kernels/backend_test.cpp runs every op of every entry against `scalar` on

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/fast.h"
 #ifdef SLUICE_HAVE_CUDA
 #include "kernels/cuda/backend_cuda.h"
 #endif
@@ -44,7 +45,9 @@ std::string describe_backend(const Backend& b) {
 #ifdef SLUICE_HAVE_CUDA
   if (std::strcmp(b.name, "cuda") == 0) return "cuda: " + cuda::describe();
 #endif
-  return std::string("cpu (") + b.name + ")";
+  // The avx2 entry is one family of bits; say when its AVX-512 bodies run it.
+  const bool avx512 = std::strcmp(b.name, "avx2") == 0 && fast::isa() == fast::Isa::avx512;
+  return std::string("cpu (") + b.name + (avx512 ? ", avx512 kernels" : "") + ")";
 }
 
 DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] bool measure_ceilings) {

@@ -1,7 +1,8 @@
 // kernels/fast.h — the kernels the model calls on its hot path.
 //
 // Same contracts as kernels/ref.h. Matrix products use AVX2/FMA when the CPU
-// has it (kernels/fast_avx2.cpp) and split rows over the kernel thread pool
+// has it (kernels/fast_avx2.cpp; AVX-512 bodies with the same bits where the
+// CPU has AVX-512, kernels/fast_avx512.cpp) and split rows over the kernel thread pool
 // (kernels/threads.h); each output row is reduced by one thread in a fixed
 // order, so results never depend on the thread count, and matmul gives
 // bitwise the same row results for each token as matvec on that token (prefill
@@ -30,9 +31,11 @@ void matvec_int8(const uint8_t* W, int rows, int cols, const float* x, float* y)
 void matmul_int8(const uint8_t* W, int rows, int cols, const float* X, int n, float* Y);
 
 // Which implementation the functions above run: the best the CPU supports,
-// unless a test or benchmark picks another. Results differ between them in the
-// last bits (different summation order); within one, they are reproducible.
-enum class Isa { scalar, avx2 };  // scalar = ref::, single-threaded
+// unless a test or benchmark picks another. scalar and the SIMD ones differ in
+// the last bits (different summation order); avx2 and avx512 give the same
+// bits (avx512 does the same operations two rows per register; its int8
+// products are the AVX2 ones). Within one, results are reproducible.
+enum class Isa { scalar, avx2, avx512 };  // scalar = ref::, single-threaded; ordered: each has the ones before
 Isa best_isa();
 Isa isa();
 void set_isa(Isa isa);  // throws sluice::Error if this CPU cannot run it

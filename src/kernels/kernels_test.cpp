@@ -6,6 +6,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "base/numeric.h"
 #include "kernels/fast.h"
 #include "kernels/fast_avx2.h"
@@ -118,7 +120,12 @@ TEST(Threads, ExceptionFromAChunkReachesTheCaller) {
 // ------------------------------------------------------------ fast vs ref
 
 TEST(FastKernels, IsaIsAvailable) {
-  EXPECT_EQ(fast::isa(), fast::best_isa());
+  // The best the CPU has, unless SLUICE_KERNELS picked another it has.
+  if (!std::getenv("SLUICE_KERNELS")) {
+    EXPECT_EQ(fast::isa(), fast::best_isa());
+  }
+  EXPECT_LE(int(fast::isa()), int(fast::best_isa()));
+  EXPECT_THROW(fast::set_isa(fast::Isa(int(fast::best_isa()) + 1)), Error);
   std::printf("fast kernels: %s\n", fast::isa_name(fast::isa()));
 }
 
@@ -305,7 +312,7 @@ TEST(RefKernels, Int16ActivationGroups) {
       }
     }
 #if defined(__x86_64__)
-    if (fast::best_isa() == fast::Isa::avx2) {
+    if (fast::best_isa() >= fast::Isa::avx2) {
       fast::avx2::quantize_int16_groups(x.data(), cols, fq.data(), fs.data());
       EXPECT_EQ(std::memcmp(fs.data(), s.data(), fs.size() * 4), 0) << cols;
       EXPECT_TRUE(std::equal(q.begin(), q.begin() + cols, fq.begin())) << cols;
@@ -421,6 +428,60 @@ TEST(FastKernels, ScalarIsaIsTheReference) {
   fast::matmul_bf16(W.data(), rows, cols, X.data(), n, a.data());
   ref::matmul_bf16(W.data(), rows, cols, X.data(), n, b.data());
   EXPECT_TRUE(bitwise_equal(a, b));
+}
+
+// The AVX-512 bodies do the AVX2 ones' operations two rows per register: every
+// product has the same bits under either choice (so the avx2 backend entry is
+// one family of bits on any x86 CPU). The checks above run the default (best)
+// choice against ref; this one pins the two SIMD choices to each other.
+TEST(FastKernels, Avx512GivesTheAvx2Bits) {
+  if (fast::best_isa() < fast::Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  KernelSettingsGuard guard;
+  Rng rng(9);
+  auto both = [](auto product, size_t outputs) {
+    std::vector<float> a(outputs, NAN), b(outputs, NAN);
+    fast::set_isa(fast::Isa::avx2);
+    product(a.data());
+    fast::set_isa(fast::Isa::avx512);
+    product(b.data());
+    return bitwise_equal(a, b);
+  };
+  struct Shape {
+    int rows, cols, n;
+  };
+  // Odd rows (a pair's second row is its first), partial 16-column blocks, an
+  // odd last MXFP4 group, token counts around the 4- and 8-token tiles, and
+  // shapes large enough for threads, L2 row blocks, column chunks and token blocks.
+  std::vector<Shape> shapes = {{1, 32, 1}, {3, 96, 9}, {5, 288, 17}, {8, 64, 8}, {7, 160, 4},
+                               {100, 2048, 34}, {1000, 1024, 3}, {40, 4096, 20}, {33, 7168, 1}};
+  std::uniform_int_distribution<int> rows(1, 70), groups(1, 20), n(1, 19);
+  for (int i = 0; i < 20; i++) shapes.push_back({rows(rng), 32 * groups(rng), n(rng)});
+  for (int threads : {1, 2, 3}) {
+    kernels::set_num_threads(threads);
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE("rows=" + std::to_string(s.rows) + " cols=" + std::to_string(s.cols) + " n=" +
+                   std::to_string(s.n) + " threads=" + std::to_string(threads));
+      const size_t outputs = size_t(s.n) * s.rows;
+      for (int bf16_cols : {s.cols, s.cols + 1 + s.rows % 15}) {  // bf16 also off the 16-column block
+        auto W = random_bf16(rng, size_t(s.rows) * bf16_cols);
+        auto Xb = random_activations(rng, size_t(s.n) * bf16_cols);
+        ASSERT_TRUE(both([&](float* y) { fast::matmul_bf16(W.data(), s.rows, bf16_cols, Xb.data(), s.n, y); },
+                         outputs));
+        ASSERT_TRUE(both([&](float* y) { fast::matvec_bf16(W.data(), s.rows, bf16_cols, Xb.data(), y); },
+                         size_t(s.rows)));
+      }
+      for (auto [lo, hi] : {std::pair{110, 140}, std::pair{0, 8}, std::pair{240, 250}}) {
+        Mxfp4 m = random_mxfp4(rng, s.rows, s.cols, lo, hi);
+        auto Xm = random_activations(rng, size_t(s.n) * s.cols, hi > 200 ? std::ldexp(1.0f, -120) : 1.0f);
+        ASSERT_TRUE(both([&](float* y) {
+          fast::matmul_mxfp4(m.packed.data(), m.scale.data(), s.rows, s.cols, Xm.data(), s.n, y);
+        }, outputs)) << "scales " << lo << ".." << hi;
+        ASSERT_TRUE(both([&](float* y) {
+          fast::matvec_mxfp4(m.packed.data(), m.scale.data(), s.rows, s.cols, Xm.data(), y);
+        }, size_t(s.rows))) << "scales " << lo << ".." << hi;
+      }
+    }
+  }
 }
 
 // ------------------------------------------------------------ ref vs double
