@@ -5,7 +5,6 @@
 // crash, a bare std::bad_alloc or a library's exception text.
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -65,20 +64,24 @@ struct Outcome {
 
 Outcome run_sluice(const fs::path& model, const fs::path& scratch) {
   const std::string err_path = (scratch / "stderr.txt").string();
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   const std::string m = model.string();
   std::vector<const char*> argv = {SLUICE_BINARY, "run", "--model", m.c_str(), "--prompt", "Once", "--max-new",
                                    "2", "--ram-budget", "64M", nullptr};
-  pid_t pid = -1;
   const auto t0 = std::chrono::steady_clock::now();
-  const int rc = posix_spawn(&pid, SLUICE_BINARY, &fa, nullptr, const_cast<char**>(argv.data()), environ);
-  posix_spawn_file_actions_destroy(&fa);
+  // fork, not posix_spawn: a vfork-style child runs in this process's memory
+  // until exec, and the kernel then counts this process's peak RSS (e.g. an
+  // earlier test's gigabytes) as the child's ru_maxrss. A forked child
+  // starts from this process's current RSS (small) instead.
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int in = ::open("/dev/null", O_RDONLY), out = ::open("/dev/null", O_WRONLY),
+              err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(127);
+    execv(SLUICE_BINARY, const_cast<char**>(argv.data()));
+    _exit(127);
+  }
   Outcome o;
-  if (rc != 0) return o;
+  if (pid < 0) return o;
   int status = 0;
   struct rusage ru {};
   for (;;) {
