@@ -31,7 +31,9 @@
 // passes over it (weights come from memory once per call), and walks the
 // columns in chunks so the activations of a block of tokens stay in L1; the
 // accumulators are parked in a small buffer between column chunks, which
-// keeps the per-lane FMA sequence unchanged.
+// keeps the per-lane FMA sequence unchanged. That driver, the activation
+// layouts and the final sum live in fast_tiles.h, shared with
+// fast_avx512.cpp (the same sequence, two rows per 512-bit register).
 #if defined(__x86_64__)
 
 #include "kernels/fast_avx2.h"
