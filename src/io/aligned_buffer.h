@@ -4,18 +4,18 @@
 // device's logical block; sluice uses 4096 everywhere (it covers 512- and
 // 4096-byte devices). An AlignedBuffer owns one such allocation, is move-only
 // and frees it on destruction. The allocation is rounded up to a whole number
-// of alignment units so a full-block read into it never runs past the end.
+// of alignment units (4096 for those of 2 MiB and more) so a full-block read
+// into it never runs past the end.
 //
 // Buffers of 2 MiB and more (the resident spine, expert cache slots, read
 // buffers, the ring) are their own anonymous mapping, start on a 2 MiB
 // boundary and ask for transparent huge pages over their whole 2 MiB pages
-// (madvise; a no-op where THP is off). The
-// kernels read these bytes once per pass, a 4 KiB page at a time: on the
-// development VM the first touch of each 4 KiB page of a 176 MB matrix cost
-// ~4 µs (250 ms per bf16 prefill matmul against 64 ms on the next pass over
-// the same bytes), and with huge pages every pass ran at the second pass's
-// speed (docs/kernels.md). Huge pages lie inside [data, data + size), so the
-// memory a buffer can hold never grows.
+// (madvise; a no-op where THP is off). The kernels read these bytes once per
+// pass: on the development VM the first touch of each 4 KiB page of a 176 MB
+// matrix cost ~4 µs (250 ms per bf16 prefill matmul against 64 ms on the
+// next pass over the same bytes), and with huge pages every pass ran at the
+// second pass's speed (docs/kernels.md). Huge pages lie inside
+// [data, data + size), so the memory a buffer can hold never grows.
 #pragma once
 #include <sys/mman.h>
 
@@ -74,11 +74,14 @@ class AlignedBuffer {
   // its memory back at once, and no small allocation ever lands in a huge page.
   bool huge() const { return size_ >= kHugePage; }
 
-  // Whole 2 MiB units at an `alignment` boundary (a multiple of 2 MiB: map
-  // that much more, unmap the ends); huge pages only over the units `size`
-  // fills, so a touch past `size` never brings in a whole huge page.
+  // At an `alignment` boundary (a multiple of 2 MiB: map that much more,
+  // unmap the ends), the mapping exactly the 4 KiB pages `size` needs: a
+  // last, partial 2 MiB unit lies only partly inside it and so never becomes
+  // a huge page (not with THP "always" either), and huge pages are asked for
+  // only over the units `size` fills — the buffer never holds more memory
+  // than its 4 KiB pages would.
   static uint8_t* map_huge(size_t size, size_t alignment) {
-    const size_t bytes = align_up(size, kHugePage), span = bytes + alignment;
+    const size_t bytes = align_up(size, kIoAlign), span = bytes + alignment;
     void* m = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) throw std::bad_alloc();
     const uintptr_t start = reinterpret_cast<uintptr_t>(m), aligned = align_up(start, alignment);
@@ -92,7 +95,7 @@ class AlignedBuffer {
   void release() {
     if (!data_) return;
     if (huge())
-      ::munmap(data_, align_up(size_, kHugePage));
+      ::munmap(data_, align_up(size_, kIoAlign));
     else
       std::free(data_);
     data_ = nullptr;
