@@ -187,10 +187,10 @@ int run_plan(const PlanArgs& a) {
               gb(layers_read), gb(head_read), gb(expert_read), touched * (1.0 - a.hit_rate), touched, a.hit_rate,
               gb(wasted), a.guess_waste, gb(embed));
   std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", io_floor, gb(io_bytes), a.disk_gbps);
-  std::printf("kernels      %s %d core%s: bf16 matvec %.2f GB/s, int8 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, "
+  std::printf("kernels      %s %d core%s, %s kernels: bf16 matvec %.2f GB/s, int8 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, "
               "lossless decode %.2f GB/s (medians of %d interleaved rounds; rounds spread up to %.2fx)\n",
               a.cores > 0 ? "one core's rates measured here (its CPU time), times" : "measured here now (wall time) on",
-              cores, cores == 1 ? "" : "s",
+              cores, cores == 1 ? "" : "s", r.kernels.c_str(),
               r.bf16_gbps * scale, r.int8_gbps * scale, r.mxfp4_gbps * scale, r.decode_gbps * scale, r.rounds, r.spread);
   std::printf("kernel floor %.3f s per token: bf16 %.3f GB (%.3f s), int8 %.3f GB (%.3f s), experts %.3f GB (%.3f s), "
               "decode %.3f GB (%.3f s)\n",
@@ -198,7 +198,7 @@ int run_plan(const PlanArgs& a) {
   if (use_saved) {
     double lo = 1e300, hi = 0;
     for (const ComputeProfile& q : saved)
-      if (q.threads == cores) lo = std::min(lo, scaled_compute_s(q, mix, r)), hi = std::max(hi, scaled_compute_s(q, mix, r));
+      if (run_applies(q, cores, r)) lo = std::min(lo, scaled_compute_s(q, mix, r)), hi = std::max(hi, scaled_compute_s(q, mix, r));
     std::printf("compute floor %.3f s per token: the engine's decode compute as `sluice bench --save-compute` measured "
                 "it, median of %d run%s (%.3f-%.3f s, the latest on %s at %s, %d threads), each scaled to this step's "
                 "kernel bytes by the kernels' relative rates (%s)\n",
@@ -208,7 +208,7 @@ int run_plan(const PlanArgs& a) {
     std::printf("compute floor %.3f s per token: the kernel floor (%s)\n", compute_floor,
                 a.kernel_probe   ? "--kernel-probe"
                 : a.cores > 0    ? "--cores: per-core rates"
-                : !saved.empty() ? "the saved engine runs used another thread count"
+                : !saved.empty() ? "the saved engine runs used another thread count or other kernels"
                                  : "no engine measurement saved: `sluice bench --save-compute` on a resident spine keeps one");
   }
   std::printf("critical path %.3f s per token: the larger of compute floor + %.3f s reading the missed experts no guess "

@@ -8,6 +8,8 @@
 #include <regex>
 #include <string>
 
+#include "kernels/fast.h"
+
 namespace {
 
 std::string run(const std::string& args, int* rc) {
@@ -152,7 +154,8 @@ TEST(CliPlan, PresetK3NeedsNoWeights) {
     ASSERT_GT(threads, 0) << p512;
     ASSERT_GT(mx_gb, 0) << p512;
     const std::string path = std::string(SLUICE_BINARY) + ".plan_test_compute.json";
-    std::ofstream(path) << R"({"runs": [{"model": "/m", "when": "then", "threads": )" << threads
+    std::ofstream(path) << R"({"runs": [{"model": "/m", "when": "then", "kernels": ")"
+                        << sluice::fast::isa_name(sluice::fast::best_isa()) << R"(", "threads": )" << threads
                         << R"(, "compute_s_per_token": 2.0, "bytes": {"bf16": )" << bf16_gb * 1e9
                         << R"(, "int8": 0, "mxfp4": )" << mx_gb * 1e9 << R"(, "decoded": 0}}]})";
     const std::string sv = run("SLUICE_COMPUTE_PROFILE=" + path + " " + k +

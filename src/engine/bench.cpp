@@ -20,6 +20,7 @@
 #include "hub/http_experts.h"
 #include "io/bandwidth_probe.h"
 #include "kernels/device.h"
+#include "kernels/fast.h"
 #include "kernels/threads.h"
 #include "k3/step_mix.h"
 
@@ -408,6 +409,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
       cp.model = dir;
       cp.ram_budget = m->plan.budget;
       cp.threads = kernels::num_threads();
+      cp.kernels = fast::isa_name(fast::isa());
       cp.steps = int(compute_s.size());
       cp.compute_s = median(compute_s);
       cp.boundary_s = median(boundary_s);

@@ -52,6 +52,7 @@ std::optional<ComputeProfile> parse_run(const nlohmann::json& j) {
   ComputeProfile p;
   p.compute_s = *s;
   p.threads = int(*t);
+  if (const auto k = j.find("kernels"); k != j.end() && k->is_string()) p.kernels = k->get<std::string>();
   p.mix = *bytes;
   // The token boundary, when this run measured one (older files have none).
   const auto boundary = num(j, "boundary_s_per_token");
@@ -76,7 +77,7 @@ void save_compute_profile(const std::string& path, const ComputeProfile& p) {
     return nlohmann::json{{"bf16", m.bf16}, {"int8", m.int8}, {"mxfp4", m.mxfp4}, {"decoded", m.decoded}};
   };
   nlohmann::json run = {{"model", p.model},       {"when", p.when.empty() ? utc_now() : p.when},
-                        {"ram_budget", p.ram_budget}, {"threads", p.threads},
+                        {"ram_budget", p.ram_budget}, {"threads", p.threads}, {"kernels", p.kernels},
                         {"steps", p.steps},       {"compute_s_per_token", p.compute_s},
                         {"bytes", bytes(p.mix)}};
   if (p.boundary_s > 0) run["boundary_s_per_token"] = p.boundary_s, run["boundary_bytes"] = bytes(p.boundary_mix);
@@ -112,11 +113,15 @@ double scaled_compute_s(const ComputeProfile& p, const StepMix& m, const kernels
 
 namespace sluice {
 
+bool run_applies(const ComputeProfile& p, int threads, const kernels::KernelRates& rates) {
+  return p.threads == threads && (rates.kernels.empty() || p.kernels == rates.kernels);
+}
+
 double saved_compute_s(const std::vector<ComputeProfile>& runs, int threads, const StepMix& m,
                        const kernels::KernelRates& rates, int* used) {
   std::vector<double> v;
   for (const ComputeProfile& p : runs)
-    if (p.threads == threads) v.push_back(scaled_compute_s(p, m, rates));
+    if (run_applies(p, threads, rates)) v.push_back(scaled_compute_s(p, m, rates));
   if (used) *used = int(v.size());
   return median(v);
 }
@@ -125,7 +130,7 @@ double saved_boundary_s(const std::vector<ComputeProfile>& runs, int threads, co
                         const kernels::KernelRates& rates, int* used) {
   std::vector<double> v;
   for (const ComputeProfile& p : runs)
-    if (p.threads == threads && p.boundary_s > 0)
+    if (run_applies(p, threads, rates) && p.boundary_s > 0)
       v.push_back(p.boundary_s * kernel_seconds(boundary, rates) / kernel_seconds(p.boundary_mix, rates));
   if (used) *used = int(v.size());
   return median(v);

@@ -15,9 +15,9 @@
 // plan takes their median.
 //
 // File: $SLUICE_COMPUTE_PROFILE, else $XDG_CACHE_HOME/sluice/compute.json, else
-// ~/.cache/sluice/compute.json: {"runs": [{model, when, ram_budget, threads,
+// ~/.cache/sluice/compute.json: {"runs": [{model, when, ram_budget, threads, kernels,
 // steps, compute_s_per_token, bytes: {bf16, int8, mxfp4, decoded}, boundary_s_per_token, boundary_bytes:
-// {bf16, int8, mxfp4, decoded}}, ...]} (the boundary fields optional),
+// {bf16, int8, mxfp4, decoded}}, ...]} (the boundary fields and kernels optional),
 // oldest first, at most kComputeRunsKept; written atomically.
 #pragma once
 #include <cstdint>
@@ -35,6 +35,7 @@ struct ComputeProfile {
   std::string when;         // UTC, ISO 8601
   uint64_t ram_budget = 0;  // its budget (the spine was resident: saved only then)
   int threads = 1;          // kernel threads
+  std::string kernels = "avx2";  // fast::isa_name of the kernels that ran (files before it: all AVX2)
   int steps = 0;            // decode steps the median is over
   double compute_s = 0;     // median step less its waits for reads (bench's decode_compute_s_per_token)
   double boundary_s = 0;    // of which the token boundary (bench's token_boundary_s_per_token; 0: not measured)
@@ -60,8 +61,14 @@ double kernel_seconds(const StepMix& m, const kernels::KernelRates& rates, doubl
 // seconds over p's, both at `rates`.
 double scaled_compute_s(const ComputeProfile& p, const StepMix& m, const kernels::KernelRates& rates);
 
-// The median over the runs measured with `threads` kernel threads of each one
-// scaled to `m`; 0 when none was (*used: how many there were).
+// Whether run `p` measured what a plan with `threads` kernel threads and these
+// rates is for: as many threads, and the kernels `rates` was measured with (a
+// run of the AVX2 kernels says nothing about the AVX-512 ones; rates that name
+// no kernels match any run).
+bool run_applies(const ComputeProfile& p, int threads, const kernels::KernelRates& rates);
+
+// The median over the runs that apply (run_applies) of each one scaled to
+// `m`; 0 when none does (*used: how many there were).
 double saved_compute_s(const std::vector<ComputeProfile>& runs, int threads, const StepMix& m,
                        const kernels::KernelRates& rates, int* used = nullptr);
 

@@ -82,6 +82,7 @@ KernelRates measure_kernel_rates(int threads, double seconds, int rounds) {
   const bool cpu = num_threads() == 1;  // one thread: its own CPU time, whatever else runs
   KernelRates r;
   r.threads = num_threads();
+  r.kernels = fast::isa_name(fast::isa());
   r.rounds = std::max(rounds, 1);
   const double each = std::max(seconds, 0.04) / 4 / r.rounds;
   constexpr uint32_t kBlock = 1u << 16;

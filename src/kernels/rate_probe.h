@@ -8,11 +8,13 @@
 // together exceed four last-level caches (the weights come from RAM, as in a
 // step: one matrix reused would partly stay in the cache).
 #pragma once
+#include <string>
 
 namespace sluice::kernels {
 
 struct KernelRates {
   int threads = 1;           // the kernel pool's size during the probe
+  std::string kernels;       // fast::isa_name of the kernels measured ("": not said)
   double bf16_gbps = 0;      // bf16 weight bytes through fast::matvec_bf16
   double mxfp4_gbps = 0;     // MXFP4 codes + scales through fast::matvec_mxfp4
   double decode_gbps = 0;    // lossless blocks decoded: bf16 output bytes (codec::decode, blocks on the pool)
