@@ -197,13 +197,17 @@ int run_plan(const PlanArgs& a) {
               kernel_floor, gb(mix.bf16), bf16_s, gb(mix.int8), int8_s, gb(mix.mxfp4), mxfp4_s, gb(mix.decoded), decode_s);
   if (use_saved) {
     double lo = 1e300, hi = 0;
+    const ComputeProfile* latest = nullptr;  // of the runs used (the file's last may be of other kernels)
     for (const ComputeProfile& q : saved)
-      if (run_applies(q, cores, r)) lo = std::min(lo, scaled_compute_s(q, mix, r)), hi = std::max(hi, scaled_compute_s(q, mix, r));
+      if (run_applies(q, cores, r)) {
+        const double s = scaled_compute_s(q, mix, r);
+        lo = std::min(lo, s), hi = std::max(hi, s), latest = &q;
+      }
     std::printf("compute floor %.3f s per token: the engine's decode compute as `sluice bench --save-compute` measured "
                 "it, median of %d run%s (%.3f-%.3f s, the latest on %s at %s, %d threads), each scaled to this step's "
                 "kernel bytes by the kernels' relative rates (%s)\n",
-                compute_floor, saved_used, saved_used == 1 ? "" : "s", lo, hi, saved.back().model.c_str(),
-                saved.back().when.c_str(), cores, compute_profile_path().c_str());
+                compute_floor, saved_used, saved_used == 1 ? "" : "s", lo, hi, latest->model.c_str(),
+                latest->when.c_str(), cores, compute_profile_path().c_str());
   } else {
     std::printf("compute floor %.3f s per token: the kernel floor (%s)\n", compute_floor,
                 a.kernel_probe   ? "--kernel-probe"

@@ -41,13 +41,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
-#include <bit>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <memory>
-#include <new>
 
 #include "base/numeric.h"
 #include "kernels/fast_tiles.h"
@@ -68,14 +63,8 @@ constexpr int kInt8MatvecRows = 1;   // one row at a time beat 2 and 4 (docs/ker
 constexpr int kInt8MatmulRows = 1;
 constexpr int kInt8MatmulTokens = 2;
 
-// Weights are prefetched this far ahead of use, one cache line at a time per
-// row: the FMA chains fill the out-of-order window long before the hardware
-// prefetcher alone keeps enough lines in flight (bf16 7168x7168 on 2 threads
-// went from 0.73 to 0.96 of the read ceiling). bf16 is memory-bound and does
-// best prefetching into L2; MXFP4 is decode-bound and wants its lines in L1.
-// Measured in docs/kernels.md.
-constexpr int kBf16PrefetchBytes = 2048;
-constexpr int kMxPrefetchBytes = 1024;
+// int8 rows are prefetched further ahead than bf16 and MXFP4 (fast_tiles.h):
+// 8 KB into L2 (docs/kernels.md).
 constexpr int kInt8PrefetchBytes = 8192;
 
 // Accumulators of an R × T tile: zero (or taken back from the partials) at

@@ -43,10 +43,6 @@ constexpr int kMxMatvecRows = 4;  // MXFP4: decode-bound; two pairs per pass bea
 constexpr int kMxMatmulRows = 2;
 constexpr int kMxMatmulTokens = 8;  // one decode, eight tokens
 
-// Prefetch distances as fast_avx2.cpp (docs/kernels.md).
-constexpr int kBf16PrefetchBytes = 2048;
-constexpr int kMxPrefetchBytes = 1024;
-
 // Row a's 256 bits in the low half, row b's in the high half.
 inline __m512i load_rows(const void* a, const void* b) {
   return _mm512_inserti64x4(_mm512_zextsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(a))),
