@@ -147,7 +147,7 @@ struct Bf16Kernel {
 #pragma GCC unroll 8
       for (int r = 0; r < R; r++) {
         const uint16_t* wr = w + size_t(r) * m.cols + c;
-        if (c % 32 == 0) prefetch_l2(wr + kBf16PrefetchBytes / 2);
+        if (c % 32 == 0) prefetch_l2(w + size_t(r) * m.cols + bf16_prefetch_ahead<R>(c, m.cols));
         v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr));
       }
       block(v, c);

@@ -149,8 +149,9 @@ struct Bf16Kernel {
 #pragma GCC unroll 8
       for (int p = 0; p < P; p++) {
         if (c % 32 == 0) {
-          prefetch_l2(row[p][0] + c + kBf16PrefetchBytes / 2);
-          if (2 * p + 1 < R) prefetch_l2(row[p][1] + c + kBf16PrefetchBytes / 2);
+          const size_t ahead = bf16_prefetch_ahead<R>(c, m.cols);
+          prefetch_l2(row[p][0] + ahead);
+          if (2 * p + 1 < R) prefetch_l2(row[p][1] + ahead);
         }
         v[p] = load_rows(row[p][0] + c, row[p][1] + c);
       }
