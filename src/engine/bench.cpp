@@ -180,7 +180,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   const ModelConfig& c = m->config();
   // The replays read as the engine does: each reader at its share of the depth.
   SpanReaderOptions io;
-  io.queue_depth = reader_queue_depth(mo.queue_depth, !m->plan.spine_resident);
+  io.queue_depth = m->reader_depth;
 
   // A reproducible prompt of ordinary (non-special) ids.
   std::mt19937_64 rng(opt.seed);

@@ -117,23 +117,35 @@ bool run_applies(const ComputeProfile& p, int threads, const kernels::KernelRate
   return p.threads == threads && (rates.kernels.empty() || p.kernels == rates.kernels);
 }
 
-double saved_compute_s(const std::vector<ComputeProfile>& runs, int threads, const StepMix& m,
-                       const kernels::KernelRates& rates, int* used) {
+namespace {
+
+// The median of scaled(p) over the runs that apply and measured what `scaled`
+// needs (it returns a negative number for the others); *used: how many.
+template <class Scaled>
+double median_of_runs(const std::vector<ComputeProfile>& runs, int threads, const kernels::KernelRates& rates,
+                      int* used, const Scaled& scaled) {
   std::vector<double> v;
   for (const ComputeProfile& p : runs)
-    if (run_applies(p, threads, rates)) v.push_back(scaled_compute_s(p, m, rates));
+    if (run_applies(p, threads, rates))
+      if (const double s = scaled(p); s >= 0) v.push_back(s);
   if (used) *used = int(v.size());
   return median(v);
 }
 
+}  // namespace
+
+double saved_compute_s(const std::vector<ComputeProfile>& runs, int threads, const StepMix& m,
+                       const kernels::KernelRates& rates, int* used) {
+  return median_of_runs(runs, threads, rates, used,
+                        [&](const ComputeProfile& p) { return scaled_compute_s(p, m, rates); });
+}
+
 double saved_boundary_s(const std::vector<ComputeProfile>& runs, int threads, const StepMix& boundary,
                         const kernels::KernelRates& rates, int* used) {
-  std::vector<double> v;
-  for (const ComputeProfile& p : runs)
-    if (run_applies(p, threads, rates) && p.boundary_s > 0)
-      v.push_back(p.boundary_s * kernel_seconds(boundary, rates) / kernel_seconds(p.boundary_mix, rates));
-  if (used) *used = int(v.size());
-  return median(v);
+  return median_of_runs(runs, threads, rates, used, [&](const ComputeProfile& p) {
+    if (!(p.boundary_s > 0)) return -1.0;
+    return p.boundary_s * kernel_seconds(boundary, rates) / kernel_seconds(p.boundary_mix, rates);
+  });
 }
 
 }  // namespace sluice

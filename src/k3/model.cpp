@@ -209,8 +209,9 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   m->plan = plan_memory(m->ck, *m->spine, opt);
   if (opt.on_plan) opt.on_plan(m->plan);
   m->queue_depth = opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(dir);
+  m->reader_depth = reader_queue_depth(m->queue_depth, !m->plan.spine_resident);
   SpanReaderOptions io;
-  io.queue_depth = reader_queue_depth(m->queue_depth, !m->plan.spine_resident);
+  io.queue_depth = m->reader_depth;
   std::unique_ptr<ExpertSource> filler = opt.miss_filler ? opt.miss_filler(m->ck) : nullptr;
   if (!filler && (opt.pread_experts || m->ck.config.num_experts == 0)) {
     m->experts = make_pread_expert_source(m->ck);
