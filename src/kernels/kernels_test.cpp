@@ -450,7 +450,7 @@ TEST(FastKernels, Avx512GivesTheAvx2Bits) {
     int rows, cols, n;
   };
   // Odd rows (a pair's second row is its first), partial 16-column blocks, an
-  // odd last MXFP4 group, token counts around the 4- and 8-token tiles, and
+  // odd last MXFP4 group, token counts around the 4-, 6- and 8-token tiles, and
   // shapes large enough for threads, L2 row blocks, column chunks and token blocks.
   std::vector<Shape> shapes = {{1, 32, 1}, {3, 96, 9}, {5, 288, 17}, {8, 64, 8}, {7, 160, 4},
                                {100, 2048, 34}, {1000, 1024, 3}, {40, 4096, 20}, {33, 7168, 1}};
