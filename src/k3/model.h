@@ -142,7 +142,7 @@ struct Model {
   Prefetcher prefetcher;
   uint64_t globals_bytes_read = 0;  // embedding rows
   int queue_depth = 16;             // reads in flight in all, as resolved when the model opened
-  int reader_depth = 16;            // of which each reader's (reader_queue_depth): the expert reader's, the spine loader's
+  int reader_depth = 16;            // each reader's share of it (reader_queue_depth): the expert reader, the streaming spine's loader
 
   const ModelConfig& config() const { return ck.config; }
 };
