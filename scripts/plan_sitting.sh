@@ -48,6 +48,7 @@ print(j["decode_s_per_token"], j["decode_compute_s_per_token"], j.get("token_bou
       plan=$("$S" plan --model "$MODEL" --ram "$b" --disk-gbps "$replay" --spine bf16 -b 16 --reserve "$RESERVE" \
           --probe-seconds 2 ${previous[$b]} 2>&1)
       projected=$(sed -n 's/^projected *\([0-9.]*\) s\/token.*/\1/p' <<<"$plan")
+      [[ -n $projected ]] || { echo "sitting $s $b: plan gave no projection: $plan"; continue; }
       source=$(sed -n 's/^compute floor [0-9.]* s per token: //p' <<<"$plan")
       echo "sitting $s $(date -u +%H:%M) $b: replay $replay GB/s  step $step s  compute $compute s  boundary $boundary s" \
         " projected $projected s  projected/step $(python3 -c "print('%.2f' % ($projected / $step))")  (${previous[$b]}; $source)" |
