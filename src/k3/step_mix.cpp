@@ -23,9 +23,10 @@ StepMix step_mix(const ModelConfig& c, const Spine& spine, const std::vector<boo
   StepMix m;
   for (int i = 0; i < spine.piece_count(); i++) {
     const double read = double(spine.piece_read_bytes(i));
+    const bool streams = streamed(resident, i);
     m.spine_full_read += read;
-    add_kernel_bytes(m, spine, i, streamed(resident, i));
-    if (streamed(resident, i)) (spine.piece_is_head(i) ? m.head_read : m.layers_read) += read;
+    add_kernel_bytes(m, spine, i, streams);
+    if (streams) (spine.piece_is_head(i) ? m.head_read : m.layers_read) += read;
   }
   for (int l = 0; l < c.num_hidden_layers; l++) m.moe_layers += c.is_moe_layer(l) && c.num_experts > 0;
   m.bf16 += m.moe_layers * router_bytes(c);

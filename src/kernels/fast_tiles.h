@@ -58,7 +58,7 @@ inline void prefetch_l1(const void* p) { _mm_prefetch(static_cast<const char*>(p
 // into the same row of the next tile (R rows on) rather than into the next row,
 // which the tile is already reading. Without it every row's first 2 KiB came
 // with no prefetch: 0.67-0.73 of the read ceiling on this Zen 5 VM against
-// 0.75-0.78 with it (bf16 7168x7168 from DRAM, 2 threads).
+// 0.75-0.79 with it (bf16 7168x7168 from DRAM, 2 threads).
 template <int R>
 inline size_t bf16_prefetch_ahead(int c, int cols) {
   const int at = c + kBf16PrefetchBytes / 2;
