@@ -1,8 +1,8 @@
 // bench/mxfp4_mma_probe.cu — an experiment, not an engine kernel: the MXFP4
 // decode GEMV on tensor cores, exact in the sense of the CPU's contract (FP32
 // accumulation of exact products), at K3's expert shapes, against the same
-// run's HBM read ceiling (build/probe_mxfp4_mma; docs/kernels.md, "Tensor
-// cores, exactly").
+// run's HBM read ceiling (build/probe_mxfp4_mma; docs/decisions.md, "CUDA
+// kernels").
 //
 // Why it can be exact: every E2M1 value × 2^(s-127) is exact in bf16 (at most
 // two significant bits), and an fp32 x is exactly x_hi + x_mid + x_lo, three

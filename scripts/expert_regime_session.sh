@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/expert_regime_session.sh — issue 17's two regimes, RUNS runs each,
-# every run with its own same-run ceilings (docs/benchmarks.md, "The expert
-# regime's floor"):
+# every run with its own same-run ceilings (docs/benchmarks.md, "bench's
+# measures"):
 #   streamed  the 4 x 128 k3-slice at --ram-budget 4G  (spine streamed, no expert cache)
 #   resident  the 4 x 512 k3-slice at --ram-budget 12G (spine resident, ~4 GB expert cache)
 #

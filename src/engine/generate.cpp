@@ -242,7 +242,7 @@ void Generation::absorb(const float* logits, double seconds) {
       // keep - 1 drafts stood: halve the window, but try at least one more than
       // that. (Cutting it to `keep` at once lost drafts on repetitive text,
       // where a miss is one branching point and the next match is good again:
-      // docs/benchmarks.md, issue 14.)
+      // docs/decisions.md, "Drafts and several sequences".)
       draft_window_ = std::max(int(keep), draft_window_ / 2);
     }
     if (opt_.draft.fixed_window) draft_window_ = opt_.draft.max_tokens;

@@ -113,7 +113,7 @@ struct Prefetcher {
   // FFN input) guesses in a decode step (-1: all k; a prefill chunk always
   // guesses all), and whether the late lookahead (layer n's estimated FFN
   // input) withdraws the earlier guesses it does not confirm. Chosen by
-  // measurement (docs/benchmarks.md, issue 17): the early guesses it does not
+  // measurement (docs/decisions.md, "Reads"): the early guesses it does not
   // confirm were mostly wrong and, read before it came, wasted 0.3 GB a token.
   int early_per_row = 0;
   bool replace = true;
@@ -157,7 +157,7 @@ int default_queue_depth(const std::string& dir, bool* saved = nullptr);
 // reader has it all. Two readers at the full depth each put twice the device's
 // depth in flight: on the H200 machine's disk the 4G streamed k3-slice read at
 // 0.84-1.03 of the bare spine pass with 2 x 16 and 0.94-1.00 with 2 x 8
-// (docs/benchmarks.md, "Fifteenth session").
+// (docs/decisions.md, "Reads: queue depth and prefetch guesses").
 int reader_queue_depth(int depth, bool spine_streams);
 // The process's resident set now (/proc/self/statm), in bytes; 0 if unknown.
 uint64_t resident_bytes();

@@ -99,7 +99,7 @@ void grouped_mxfp4(const MxTask* tasks, int ntasks, int rows, int cols, void* st
 // tensor core, two or three blocks an SM; rows_per_thread: 16-row blocks a
 // warp (1 or 2; mma3: 1). Their own bits (family 1, below) at the widths they
 // take (cols % 512 == 0, cols <= 5120); other widths use warp_auto's kernels.
-// Measured slower than warp_auto (docs/kernels.md, "Ninth session").
+// Measured slower than warp_auto (docs/decisions.md, "CUDA kernels").
 enum class Mxfp4Decode {
   lookup, bits, lookup_async, lookup_bf16, warp, warp3, warp1, warp_f2, warp_mix1, warp_auto, mma, mma3
 };

@@ -25,8 +25,8 @@
 // (times the group's scale, exact) and a quarter of an mma: half the
 // instructions of the warp kernel's FMA chain on paper; measured, the
 // addresses and register moves around them bring a step back to as many, and
-// it runs at 0.55 of HBM against warp_auto's 0.65 (docs/kernels.md, "Ninth
-// session"): a tuning, not the default.
+// it runs at 0.55 of HBM against warp_auto's 0.65 (docs/decisions.md, "CUDA
+// kernels"): a tuning, not the default.
 //
 // Loads: a ring of kK1 steps over the block's tiles and token passes (the
 // next tile's first steps go out during this one's last), programmatic

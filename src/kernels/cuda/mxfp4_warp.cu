@@ -24,7 +24,7 @@
 // 128 registers (`warp`); `warp_auto` (the default) picks one per launch. `warp_f2` / `warp_mix1` decode
 // all / a quarter of the code words by a float2 table instead (Layout below):
 // fewer integer instructions, twice the shared-memory bytes; measured slower /
-// no faster (docs/kernels.md, "Fifth session").
+// no faster (docs/decisions.md, "CUDA kernels").
 //
 // Loads: at two blocks an SM (`warp`, 128 registers) a warp's code words are
 // a ring over its tiles (the next tile's round j is loaded as soon as this
