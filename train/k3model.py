@@ -1,4 +1,4 @@
-"""A Kimi K3 text model in PyTorch, written from shared/docs/k3-spec.md (§3).
+"""A Kimi K3 text model in PyTorch, written from docs/k3-spec.md (§3).
 
 One implementation serves three uses:
   * training on the GPU (bf16 autocast for the projections; the KDA recurrence, AttnRes,
