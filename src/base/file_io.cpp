@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/read_fault.h"
 
 namespace sluice {
 
@@ -30,10 +31,14 @@ void read_exact(int fd, void* dst, uint64_t n, uint64_t offset, const std::strin
   while (got < n) {
     ssize_t r = pread(fd, p + got, n - got, off_t(offset + got));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) fail(path, std::string("read error at offset ") + std::to_string(offset + got) + ": " + std::strerror(errno));
-    if (r == 0)
-      fail(path, "truncated: short read at offset " + std::to_string(offset + got) + " (wanted " + std::to_string(n) +
-                     " bytes from " + std::to_string(offset) + ")");
+    r = ssize_t(read_fault(path, offset + got, n - got, r < 0 ? -int64_t(errno) : int64_t(r)));
+    if (r < 0 || r == 0) {
+      const std::string what = r < 0 ? "read error at offset " + std::to_string(offset + got) + ": " + std::strerror(int(-r))
+                                     : "truncated: short read at offset " + std::to_string(offset + got) + " (wanted " +
+                                           std::to_string(n) + " bytes from " + std::to_string(offset) + ")";
+      note_read_failure(path + ": " + what);
+      fail(path, what);
+    }
     got += uint64_t(r);
   }
 }

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/escape.h"
+#include "base/read_fault.h"
 #include "cli/commands.h"
 
 namespace sluice::cli {
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
     return parse_error(app, e);
   }
   try {
+    sluice::arm_read_faults_from_env();  // tests inject read faults through SLUICE_FAULT_READ
     for (size_t i = 0; i < reg.size(); i++)
       if (app.got_subcommand(reg[i].name) && *actions[i]) return (*actions[i])();
     return 0;

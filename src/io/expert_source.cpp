@@ -278,15 +278,15 @@ class DirectExperts : public ExpertSource {
       done.clear();
       arrived.clear();
       const auto w0 = std::chrono::steady_clock::now();
-      done.push_back(reader_.wait_any());
+      done.push_back(next_read(true));
       stats_.wait_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now() - w0)
                                      .count());
       try {
         for (size_t k = 0;; k++) {
           if (k == done.size()) {
-            Completed more;
-            if (!reader_.poll(&more)) break;
+            Completed more = next_read(false);
+            if (!more.ticket) break;
             done.push_back(std::move(more));
           }
           const Completed& c = done[k];
@@ -587,6 +587,34 @@ class DirectExperts : public ExpertSource {
     stats_.prefetch_cut++;
     stats_.prefetch_wasted_bytes += aligned_bytes(g) - (reader_.stats().bytes_not_read - before);
     return true;
+  }
+
+  // The next finished read (block: waits for one; else a null ticket when
+  // none is). A guess whose read failed is dropped, failing nothing: the
+  // fetch of its layer reads the expert again. A failed read of our own throws.
+  Completed next_read(bool block) {
+    for (;;) {
+      try {
+        Completed c;
+        if (block) return reader_.wait_any();
+        if (!reader_.poll(&c)) c.ticket = 0;
+        return c;
+      } catch (const SpanError& e) {
+        auto it = waiting_.find(e.ticket);
+        if (it == waiting_.end() || it->second.own) throw;
+        const int slot = it->second.slot;
+        waiting_.erase(it);
+        if (slot >= 0) {
+          slot_ticket_.erase(slot);
+          cache_.erase(slot);
+        } else {
+          free_bypass_.push_back(-2 - slot);
+        }
+        guesses_.erase(std::remove_if(guesses_.begin(), guesses_.end(),
+                                      [&](const Guess& g) { return g.ticket == e.ticket; }),
+                       guesses_.end());
+      }
+    }
   }
 
   // After a failed fetch: waits out every read in flight (a failed one is

@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "base/read_fault.h"
 #include "checkpoint/checkpoint.h"
 #include "io/aligned_buffer.h"
 
@@ -58,6 +62,59 @@ TEST(ExpertSource, MissFillerIsAskedOnlyForWhatTheCacheLacks) {
   EXPECT_EQ(s.fetched, 6u);
   EXPECT_EQ(s.cache_hits, 2u);
   EXPECT_EQ(s.bytes_read, 0u);  // nothing read from the (holed) shards
+}
+
+// A read fault on one expert's bytes fails the fetch that needs it, naming
+// the shard and the offset; the next fetch reads it again and gets the bytes
+// a clean read gets, from the direct source (cached or not) and the pread one.
+// A failed guess (prefetch) fails nothing: its layer's fetch reads it again.
+TEST(ExpertSource, AReadFaultFailsOneFetchAndTheNextReadsAgain) {
+  const Checkpoint ck = open_checkpoint(std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model");
+  const int layer = ck.config.first_k_dense_replace;
+  const std::vector<int> experts = {0, 3, 5};
+  const FileSpan bad = ck.experts.at(size_t(layer)).at(3);
+  const std::string shard = ck.shard_paths.at(size_t(bad.file));
+  auto plain = make_pread_expert_source(ck);
+  const auto clean = fetch_all(*plain, ck, layer, experts);
+  for (int variant = 0; variant < 3; variant++) {
+    SCOPED_TRACE(variant == 0 ? "direct, cached" : variant == 1 ? "direct, no cache" : "pread");
+    DirectSourceOptions d;
+    d.cache_bytes = variant == 0 ? 64ull << 20 : 0;
+    d.inflight_bytes = 1ull << 20;
+    auto src = variant < 2 ? make_direct_expert_source(ck, d) : make_pread_expert_source(ck);
+    clear_read_faults();
+    add_read_fault({FaultKind::eio, shard, bad.offset + bad.length / 2, 1, 1});
+    try {
+      fetch_all(*src, ck, layer, experts);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(shard), std::string::npos) << what;
+      EXPECT_NE(what.find("offset"), std::string::npos) << what;
+    }
+    EXPECT_EQ(read_faults_fired(), 1u);
+    EXPECT_EQ(fetch_all(*src, ck, layer, experts), clean);
+    EXPECT_EQ(fetch_all(*src, ck, layer, experts), clean);
+  }
+  // A guess for the next layer that fails: that layer's fetch reads the expert again.
+  const FileSpan next = ck.experts.at(size_t(layer + 1)).at(3);
+  const auto clean_next = fetch_all(*plain, ck, layer + 1, experts);
+  DirectSourceOptions d;
+  d.cache_bytes = 64ull << 20;
+  d.inflight_bytes = 1ull << 20;
+  auto guessed = make_direct_expert_source(ck, d);
+  clear_read_faults();
+  add_read_fault({FaultKind::eio, ck.shard_paths.at(size_t(next.file)), next.offset, 1, 1});
+  guessed->prefetch(layer + 1, experts);
+  EXPECT_EQ(fetch_all(*guessed, ck, layer, experts), clean);  // issues the guesses after its own reads
+  for (int i = 0; i < 5000 && read_faults_fired() == 0; i++) {  // the guess fails between fetches
+    guessed->pump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  guessed->pump();
+  EXPECT_EQ(fetch_all(*guessed, ck, layer + 1, experts), clean_next);
+  EXPECT_EQ(read_faults_fired(), 1u);
+  clear_read_faults();
 }
 
 // fetch_overlapped: meanwhile() runs exactly once, before the first use()

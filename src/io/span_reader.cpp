@@ -23,6 +23,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/read_fault.h"
 #include "io/read_engine.h"
 
 namespace sluice {
@@ -52,6 +53,7 @@ struct FileEntry {
   int fd = -1;
   bool direct = false;
   uint64_t size = 0;
+  bool reopen = false;  // a read failed: reopen the path before the next read
 };
 
 struct Request {
@@ -96,7 +98,7 @@ struct Result {
 struct SpanReader::Impl {
   SpanReaderOptions opt;
   std::vector<FileEntry> files;
-  std::vector<int> retired_fds;  // buffered-reopen leaves the old fd to in-flight ops
+  std::vector<int> retired_fds;  // reopening leaves the old fd to in-flight ops: closed once none is
 
   std::unique_ptr<ReadEngine> engine;
   bool uring = false;  // engine is the io_uring one
@@ -181,6 +183,23 @@ struct SpanReader::Impl {
     f.size = uint64_t(st.st_size);
     files.push_back(std::move(f));
     return int(files.size()) - 1;
+  }
+
+  // After a failed read: opens the path again (it may have been repaired or
+  // replaced), keeping the old descriptor if that fails (tried again next time).
+  void reopen(FileEntry& f) {
+    int fd = f.direct ? open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : open_buffered(f.path);
+    if (fd < 0) return;
+    struct stat st {};
+    if (fstat(fd, &st) == 0) f.size = uint64_t(st.st_size);
+    retired_fds.push_back(f.fd);
+    f.fd = fd;
+    f.reopen = false;
+  }
+
+  void close_retired() {
+    for (int fd : retired_fds) close(fd);
+    retired_fds.clear();
   }
 
   // Reopens a file without O_DIRECT after the file system refused a direct
@@ -332,7 +351,9 @@ struct SpanReader::Impl {
   void issue(int i) {
     Op& o = ops[size_t(i)];
     const Request& r = requests.at(o.ticket);
-    o.fd = files[size_t(r.file)].fd;
+    FileEntry& f = files[size_t(r.file)];
+    if (f.reopen && o.done == 0) reopen(f);
+    o.fd = f.fd;
     engine->queue(i, o.fd, o.buf + o.done, o.len - o.done, o.start + o.done);
   }
 
@@ -344,7 +365,12 @@ struct SpanReader::Impl {
   }
 
   void fail_request(Request& r, const std::string& msg) {
-    if (r.error.empty()) r.error = files[size_t(r.file)].path + ": " + msg;
+    FileEntry& f = files[size_t(r.file)];
+    if (r.error.empty()) {
+      r.error = f.path + ": " + msg;
+      note_read_failure(r.error);
+    }
+    f.reopen = true;
     r.next_issue = r.alen;  // issue nothing more for it
   }
 
@@ -352,6 +378,7 @@ struct SpanReader::Impl {
     Op& o = ops[size_t(i)];
     Request& r = requests.at(o.ticket);
     FileEntry& f = files[size_t(r.file)];
+    res = read_fault(f.path, o.start + o.done, o.len - o.done, res);
     bool op_over = true;
     if (res < 0) {
       int e = int(-res);
@@ -389,7 +416,10 @@ struct SpanReader::Impl {
     stats.ops++;
     free_ops.push_back(i);
     account_depth();
-    if (--ops_in_flight == 0) stats.busy_ns += steady_ns() - busy_since;
+    if (--ops_in_flight == 0) {
+      stats.busy_ns += steady_ns() - busy_since;
+      close_retired();  // no read uses an old descriptor any more
+    }
     r.ops_running--;
     if (r.ops_running == 0 && r.next_issue >= r.alen) finish_request(o.ticket);
   }
@@ -461,7 +491,7 @@ struct SpanReader::Impl {
   }
 
   Completed deliver(Result&& r) {
-    if (!r.error.empty()) throw Error(r.error);
+    if (!r.error.empty()) throw SpanError(r.error, r.ticket);
     Completed c;
     c.ticket = r.ticket;
     c.cut = r.cut;

@@ -22,8 +22,10 @@
 //
 // Errors (EIO, a file that ends before the span does, a stalled device) are
 // thrown as sluice::Error naming the file, offset and length, from the
-// wait/poll call that would have returned that span. Never garbage, never a
-// hang: a wait that sees no completion for timeout_ms throws.
+// wait/poll call that would have returned that span (a SpanError, naming its
+// ticket, for a failed span: the reader goes on, and the file is reopened
+// before its next read). Never garbage, never a hang: a wait that sees no
+// completion for timeout_ms throws, and the reader is unusable after that.
 //
 // One thread owns a SpanReader; it is not thread safe.
 #pragma once
@@ -33,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "io/aligned_buffer.h"
 
 namespace sluice {
@@ -67,6 +70,15 @@ struct Completed {
   uint64_t length = 0;
   AlignedBuffer owned;
   bool cut = false;  // stopped by cut(): data is null, the destination is free again
+};
+
+// A span that failed to read (EIO, a short file): thrown by wait_any, poll
+// and wait in place of its Completed, naming its ticket. The reader stays
+// usable; the next read of that file reopens it (a repaired or replaced file
+// then reads fine).
+struct SpanError : Error {
+  SpanError(const std::string& msg, uint64_t t) : Error(msg), ticket(t) {}
+  uint64_t ticket = 0;
 };
 
 // Whether this process may use io_uring (seccomp and gVisor often forbid it).

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "base/read_fault.h"
 #include "io/page_cache.h"
 #include "io/test_util.h"
 
@@ -335,6 +336,59 @@ TEST(SpanReader, ReadErrorIsReportedWithTheSystemMessage) {
     expect_error_naming([&] { reader.wait_any(); },
                         {dir.path, "offset 0 length 100", std::strerror(EISDIR)});
     (void)t;
+  }
+}
+
+// The fault seam (base/read_fault.h) fails reads in every engine and file
+// mode: the failed span throws a SpanError naming its ticket, the file and the
+// offset; no other span is disturbed, and once the fault is spent the same
+// span reads fine from the same reader.
+TEST(SpanReader, InjectedFaultsFailOneSpanAndTheReaderGoesOn) {
+  in_each_mode(1 << 20, 12, 8, 64 << 10, [](SpanReader& reader, const std::vector<uint8_t>& data) {
+    for (FaultKind kind : {FaultKind::eio, FaultKind::short_read}) {
+      clear_read_faults();
+      // 2 reads: a short fault first cuts a chunk, then fails its remainder.
+      add_read_fault({kind, "/f.bin", 300000, 10, 2});
+      const uint64_t good1 = reader.submit(0, 0, 200000);
+      const uint64_t bad = reader.submit(0, 290000, 20000);
+      const uint64_t good2 = reader.submit(0, 500000, 200000);
+      try {
+        reader.wait(bad);
+        ADD_FAILURE() << "no error thrown";
+      } catch (const SpanError& e) {
+        EXPECT_EQ(e.ticket, bad);
+        const std::string what = e.what();
+        EXPECT_NE(what.find(reader.path(0)), std::string::npos) << what;
+        EXPECT_NE(what.find("offset 290000"), std::string::npos) << what;
+        EXPECT_EQ(what.find(reader.path(0)), what.rfind(reader.path(0))) << "the file is named once: " << what;
+      }
+      EXPECT_EQ(std::memcmp(reader.wait(good1).data, data.data(), 200000), 0);
+      EXPECT_EQ(std::memcmp(reader.wait(good2).data, data.data() + 500000, 200000), 0);
+      EXPECT_GE(read_faults_fired(), 1u);
+      EXPECT_TRUE(read_health().failing);
+      clear_read_faults();
+      const Completed c = reader.wait(reader.submit(0, 290000, 20000));
+      EXPECT_EQ(std::memcmp(c.data, data.data() + 290000, 20000), 0);
+    }
+  });
+}
+
+// A file truncated under the reader and then restored by a rename (a new
+// inode: the reader's descriptor still sees the truncated one) reads fine
+// again: a failed read reopens the path.
+TEST(SpanReader, AFileReplacedAfterAFailedReadIsReopened) {
+  ScratchDir dir;
+  const std::vector<uint8_t> data = testing::pattern_bytes(1 << 20, 13);
+  for (const Mode& m : kModes) {
+    SCOPED_TRACE(m.name);
+    const std::string p = dir.write("r.bin", data);
+    SpanReader reader({p}, options_for(m));
+    ASSERT_EQ(truncate(p.c_str(), 100000), 0);
+    expect_error_naming([&] { reader.wait(reader.submit(0, 200000, 5000)); }, {p, "short read"});
+    const std::string fresh = dir.write("r.bin.new", data);
+    ASSERT_EQ(rename(fresh.c_str(), p.c_str()), 0);
+    const Completed c = reader.wait(reader.submit(0, 200000, 5000));
+    EXPECT_EQ(std::memcmp(c.data, data.data() + 200000, 5000), 0);
   }
 }
 

@@ -172,6 +172,12 @@ const uint8_t* const* SpanStream::acquire(size_t i) {
   stats_.consumer_wait_s += seconds_since(t0);
   consumer_want_ = i + 1;
   found->taken = true;
+  if (!found->error.empty()) {  // this pass fails; the next one reads the item again
+    found->released = true;
+    const std::string error = found->error;
+    free_released();
+    throw Error(error);
+  }
   held_ = found;
   return found->data.data();
 }
@@ -227,7 +233,7 @@ void SpanStream::loader_loop(SpanReader& reader) {
     while (error_.empty() && next_item(&pass, &it) && place(items_[it], &offsets, &arc)) {
       const StreamItem& item = items_[it];
       if (used_ == 0) head_ = 0;
-      entries_.push_back(Entry{pass, it, arc, int(item.spans.size()), false, false, {}});
+      entries_.push_back(Entry{pass, it, arc, int(item.spans.size()), false, false, {}, {}});
       Entry& e = entries_.back();
       used_ += arc;
       e.data.resize(item.spans.size());
@@ -251,9 +257,12 @@ void SpanStream::loader_loop(SpanReader& reader) {
     }
     lk.unlock();
     Completed c;
-    std::string err;
+    std::string err, failed;  // the reader is broken / one span failed
     try {
       c = reader.wait_any();
+    } catch (const SpanError& x) {
+      failed = x.what();
+      c.ticket = x.ticket;
     } catch (const std::exception& x) {
       err = x.what();
     }
@@ -266,12 +275,17 @@ void SpanStream::loader_loop(SpanReader& reader) {
     auto t = tickets.find(c.ticket);
     if (t == tickets.end()) continue;
     Entry* e = t->second.entry;
-    e->data[t->second.span] = c.data;
-    stats_.bytes_read += t->second.bytes;
+    if (failed.empty()) {
+      e->data[t->second.span] = c.data;
+      stats_.bytes_read += t->second.bytes;
+    } else if (e->error.empty()) {
+      e->error = failed;
+      stats_.read_errors++;
+    }
     e->reads_left--;
     tickets.erase(t);
     if (e->reads_left == 0) {
-      stats_.items_read++;
+      if (e->error.empty()) stats_.items_read++;
       cv_.notify_all();
       free_released();  // a skipped entry can go as soon as it landed
     }

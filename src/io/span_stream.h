@@ -22,9 +22,12 @@
 // A pass left unfinished (an exception in the consumer) is skipped by the next
 // begin_pass: its remaining items are dropped unread or discarded.
 //
-// Errors: a failed read (EIO, a short file, a stall) breaks the stream; every
-// later acquire throws that error, naming the file and offset. Nothing is ever
-// handed out that did not land completely.
+// Errors: a failed read (EIO, a short file) fails one item of one pass: the
+// acquire of that item throws the read's error, naming the file and offset,
+// and the next pass reads the item again (the loader never stops for it). A
+// stalled device breaks the stream: every later acquire throws (its reads may
+// still land in the ring, so nothing can be read into it again). Nothing is
+// ever handed out that did not land completely.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -52,6 +55,7 @@ struct SpanStreamStats {
   uint64_t bytes_read = 0;       // bytes read (alignment padding included)
   uint64_t items_read = 0;
   uint64_t items_dropped = 0;    // read but never used (skipped passes)
+  uint64_t read_errors = 0;      // items whose read failed (each failed its pass)
   double consumer_wait_s = 0;    // time acquire() blocked: compute waiting for I/O
   double loader_idle_s = 0;      // time the loader had no read in flight: I/O waiting for ring room
 };
@@ -91,6 +95,7 @@ class SpanStream {
     bool taken = false;     // handed to the consumer at least once
     bool released = false;  // the consumer is done with it (or skipped it)
     std::vector<const uint8_t*> data;
+    std::string error;      // a span's read failed: taking it throws this
   };
 
   void loader();
@@ -119,7 +124,7 @@ class SpanStream {
   uint64_t load_pass_ = 1;      // where the loader is
   size_t load_item_ = 0;
   bool stop_ = false;
-  std::string error_;           // set once a read failed
+  std::string error_;           // set once the reader broke (a stall): the stream is dead
   bool leak_ring_ = false;      // reads may still be in flight after a stall: never free the ring
 
   SpanStreamStats stats_;

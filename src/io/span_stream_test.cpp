@@ -1,7 +1,8 @@
 // SpanStream: every span handed out holds the file's bytes, whatever the ring
 // size, the pass shape (tail or not, items skipped, passes abandoned) or the
 // read engine; the loader runs ahead but never reads a tail nobody asked for;
-// a read error reaches the consumer instead of a hang.
+// a read error fails the pass that needs the item (never a hang), and the
+// next pass reads it again.
 #include "io/span_stream.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/read_fault.h"
 #include "io/test_util.h"
 
 namespace sluice {
@@ -156,32 +158,96 @@ TEST(SpanStream, LoaderRunsAheadButWaitsForAPassBeforeItsTail) {
   EXPECT_EQ(stream.stats().items_dropped, 0u);
 }
 
-TEST(SpanStream, ReadErrorReachesTheConsumerNamingTheFile) {
+// Takes every item of one pass; "" when all matched the file, else the error.
+std::string take_pass(SpanStream& stream, const std::vector<StreamItem>& items,
+                      const std::vector<std::vector<uint8_t>>& files) {
+  stream.begin_pass(true);
+  try {
+    for (size_t i = 0; i < items.size(); i++) {
+      expect_item(items[i], stream.acquire(i), files, "item " + std::to_string(i));
+      if (::testing::Test::HasFatalFailure()) return "wrong bytes";
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SpanStream, ReadErrorFailsThePassNamingTheFileAndARestoredFileReadsAgain) {
   ScratchDir dir;
   const uint64_t size = 8 << 20;
-  const std::string path = dir.write("a.bin", pattern_bytes(size, 6));
+  const std::vector<std::vector<uint8_t>> files = {pattern_bytes(size, 6)};
   // Two items at the start, the rest near the end; the ring holds about two items.
   std::vector<StreamItem> items;
   items.push_back(StreamItem{{FileSpan{0, 0, 500000}}});
   items.push_back(StreamItem{{FileSpan{0, 600000, 500000}}});
   for (int i = 0; i < 4; i++) items.push_back(StreamItem{{FileSpan{0, size - 600000 * uint64_t(i + 1), 500000}}});
-  SpanStream stream({path}, items, items.size(), SpanStream::min_ring_bytes(items));
-  ASSERT_EQ(truncate(path.c_str(), 2 << 20), 0);
-  stream.begin_pass(true);
-  std::string error;
-  try {
-    for (size_t i = 0; i < items.size(); i++) stream.acquire(i);
-  } catch (const Error& e) {
-    error = e.what();
+  for (bool by_rename : {false, true}) {
+    SCOPED_TRACE(by_rename ? "restored by rename" : "restored in place");
+    const std::string path = dir.write("a.bin", files[0]);
+    SpanStream stream({path}, items, items.size(), SpanStream::min_ring_bytes(items));
+    EXPECT_EQ(take_pass(stream, items, files), "");
+    ASSERT_EQ(truncate(path.c_str(), 2 << 20), 0);
+    for (int pass = 0; pass < 2; pass++) {  // every pass fails while the file is short, with a fresh error
+      const std::string error = take_pass(stream, items, files);
+      EXPECT_NE(error.find(path), std::string::npos) << error;
+      EXPECT_NE(error.find("offset"), std::string::npos) << error;
+    }
+    if (by_rename) {
+      const std::string fresh = dir.write("a.bin.new", files[0]);
+      ASSERT_EQ(rename(fresh.c_str(), path.c_str()), 0);
+    } else {
+      dir.write("a.bin", files[0]);
+    }
+    // The pass in flight may have read ahead while the file was short: it
+    // fails or succeeds, and from the next one on every pass succeeds.
+    take_pass(stream, items, files);
+    for (int pass = 0; pass < 3; pass++) EXPECT_EQ(take_pass(stream, items, files), "") << "pass " << pass;
+    EXPECT_GE(stream.stats().read_errors, 2u);
   }
-  EXPECT_NE(error.find(path), std::string::npos) << error;
-  // Broken for good: the next pass says the same.
-  stream.begin_pass(true);
-  EXPECT_THROW(
-      {
-        for (size_t i = 0; i < items.size(); i++) stream.acquire(i);
-      },
-      Error);
+}
+
+// A transient fault (EIO, or a short read) on one item fails the one pass
+// that takes it; the item is read again for the next pass, in every engine
+// and file mode, and nothing is handed out that did not land.
+TEST(SpanStream, InjectedFaultFailsOnePassAndTheNextReadsTheItemAgain) {
+  ScratchDir dir;
+  const uint64_t size = 4 << 20;
+  const std::vector<std::vector<uint8_t>> files = {pattern_bytes(size, 9)};
+  const std::string path = dir.write("f.bin", files[0]);
+  std::vector<StreamItem> items;
+  for (int i = 0; i < 6; i++) items.push_back(StreamItem{{FileSpan{0, uint64_t(i) * 600000 + 5, 300000}}});
+  // Inside item 3, past its first chunk's start: a short fault cuts that chunk, then fails its rest.
+  const uint64_t at = align_down(items[3].spans[0].offset, kIoAlign) + 8192;
+  struct Mode {
+    bool uring, direct;
+  };
+  for (Mode mode : {Mode{true, true}, Mode{false, true}, Mode{true, false}, Mode{false, false}}) {
+    for (FaultKind kind : {FaultKind::eio, FaultKind::short_read}) {
+      SCOPED_TRACE(std::to_string(mode.uring) + std::to_string(mode.direct) + (kind == FaultKind::eio ? " eio" : " short"));
+      clear_read_faults();
+      add_read_fault({kind, "/f.bin", at, 100, kind == FaultKind::eio ? 1 : 2});  // armed before the loader starts
+      SpanReaderOptions io;
+      io.use_io_uring = mode.uring;
+      io.use_direct = mode.direct;
+      io.queue_depth = 4;
+      io.chunk_bytes = 64 << 10;
+      SpanStream stream({path}, items, items.size(), SpanStream::min_ring_bytes(items), io);
+      stream.begin_pass(true);
+      for (size_t i = 0; i < 3; i++) expect_item(items[i], stream.acquire(i), files, "item " + std::to_string(i));
+      try {
+        stream.acquire(3);
+        ADD_FAILURE() << "no error";
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(path), std::string::npos) << what;
+        EXPECT_NE(what.find("offset " + std::to_string(items[3].spans[0].offset)), std::string::npos) << what;
+      }
+      for (int pass = 0; pass < 3; pass++) EXPECT_EQ(take_pass(stream, items, files), "") << "pass " << pass;
+      EXPECT_EQ(stream.stats().read_errors, 1u);
+    }
+  }
+  clear_read_faults();
 }
 
 TEST(SpanStream, DestructionWhileReadingIsSafe) {

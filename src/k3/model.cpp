@@ -20,6 +20,7 @@
 #include "base/bytes.h"
 #include "base/error.h"
 #include "base/numeric.h"
+#include "base/read_fault.h"
 #include "k3/layers.h"
 #include "io/depth_profile.h"
 #include "io/span_reader.h"
@@ -306,6 +307,9 @@ void score_guess(Model& m, int l, const std::vector<int>& chosen, int T) {
   }
 }
 
+void forward_pass(Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
+                  ForwardTrace* trace);
+
 }  // namespace
 
 void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits which, std::vector<float>* logits,
@@ -315,6 +319,14 @@ void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits wh
 }
 
 void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
+                  ForwardTrace* trace) {
+  forward_pass(m, seqs, which, logits, trace);
+  note_reads_ok();  // every weight this pass needed was read: /health is ok again after read failures
+}
+
+namespace {
+
+void forward_pass(Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
                   ForwardTrace* trace) {
   const ModelConfig& c = m.config();
   const int H = c.hidden_size, V = c.vocab_size;
@@ -470,6 +482,8 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
   logits->resize(size_t(n) * V);
   m.spine->matmul(m.spine->head(), normed.data(), n, logits->data());
 }
+
+}  // namespace
 
 void rollback(Model& m, SequenceState& st, ChunkUndo& undo, int keep) {
   const ModelConfig& c = m.config();

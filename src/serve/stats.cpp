@@ -1,6 +1,8 @@
 // serve/stats.cpp — the server's counters, /health and /metrics (serve/server_impl.h).
 #include "serve/server_impl.h"
 
+#include "base/read_fault.h"
+
 namespace sluice::serve {
 
 void Server::Impl::declare_metrics() {
@@ -90,8 +92,9 @@ json Server::Impl::stats() const {
             {"uptime_seconds", uptime}};
   const Counters& c = counters;
   bool busy = generating.load();
+  const ReadHealth reads = read_health();
   json j = {
-      {"status", stopping ? "stopping" : "ok"},
+      {"status", stopping ? "stopping" : reads.failing ? "degraded" : "ok"},
       {"model", opt.model_id},
       {"version", server_version()},
       {"uptime_seconds", uptime},
@@ -137,6 +140,8 @@ json Server::Impl::stats() const {
                       {"state_reserve", p.state_reserve},
                       {"expert_buffers", p.expert_buffers},
                       {"expert_cache", p.expert_cache}};
+  // Weight reads: failing from a failed read until a forward pass succeeds.
+  j["reads"] = {{"failing", reads.failing}, {"errors", reads.failures}, {"last_error", reads.last_error}};
   const ExpertStats& e = c.experts;
   j["experts"] = {{"fetched", e.fetched},       {"bytes_read", e.bytes_read},   {"cache_hits", e.cache_hits},
                   {"bytes_hit", e.bytes_hit},   {"prefetched", e.prefetched},   {"network_bytes", e.network_bytes}};

@@ -32,12 +32,13 @@ export async function waitFor(cond, ms, what) {
 // Starts `sluice serve --port 0` and resolves once it printed its port. One
 // generation at a time (--parallel 1) unless args say otherwise or
 // opts.defaultParallel (no --parallel: the server's default for its budget);
-// the fixture model unless args name one.
+// the fixture model unless args name one; opts.env: more environment variables.
 export async function startServer(args = [], opts = {}) {
   const parallel = args.includes('--parallel') || opts.defaultParallel ? [] : ['--parallel', '1'];
   const model = args.includes('--model') ? [] : ['--model', MODEL];
   const proc = spawn(BIN, ['serve', ...model, '--host', '127.0.0.1', '--port', '0', ...parallel, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...opts.env },
   });
   let stderr = '';
   proc.stderr.on('data', (d) => {
