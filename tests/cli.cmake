@@ -3,3 +3,9 @@ add_test(NAME cli.chat_tmux COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/chat_tmux
 set_tests_properties(cli.chat_tmux PROPERTIES
   TIMEOUT 180
   ENVIRONMENT "SLUICE=$<TARGET_FILE:sluice>;SRC=${CMAKE_SOURCE_DIR}")
+
+# Issue 38: a foreign or stale spine pack is refused naming it, and `pack` rebuilds it.
+add_test(NAME cli.stale_pack COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/stale_pack.sh)
+set_tests_properties(cli.stale_pack PROPERTIES
+  TIMEOUT 120
+  ENVIRONMENT "SLUICE=$<TARGET_FILE:sluice>")

@@ -81,6 +81,18 @@ class AtomicFile {
   uint64_t at_ = 0;
 };
 
+// For commands that write large files (pack, setup): SIGINT and SIGTERM
+// remove the temps of the AtomicFiles being written (not resumable ones) and
+// end the process with one line naming `command` (a static string), by the
+// same signal; SIGXFSZ (past `ulimit -f`) is ignored, so the write fails with
+// EFBIG and an error naming the file, and the temp goes as on any failure.
+void remove_temps_on_signal(const char* command);
+
+// Removes the files in `dir` named prefix + <pid> whose process no longer
+// runs (a writer killed before it could clean up, e.g. by SIGKILL): temps
+// named "<final>.tmp.<pid>". Returns how many went.
+int remove_dead_temps(const std::string& dir, const std::string& prefix);
+
 // Replaces `path` with `content` through an AtomicFile.
 void write_file_atomic(const std::string& path, std::string_view content);
 

@@ -101,10 +101,69 @@ const TensorInfo& Checkpoint::tensor(const std::string& name, DType dtype,
   return t;
 }
 
-Checkpoint open_checkpoint(const std::string& dir) {
+namespace {
+
+// docs/k3-spec.md §2.2-2.8: the tensors of each kind of layer.
+const std::set<std::string> kGlobalTensors = {"model.embed_tokens.weight", "model.norm.weight",
+                                              "model.output_attn_res_norm.weight",
+                                              "model.output_attn_res_proj.weight", "lm_head.weight"};
+const std::set<std::string> kLayerTensors = {"input_layernorm.weight",  "post_attention_layernorm.weight",
+                                             "self_attention_res_norm.weight", "self_attention_res_proj.weight",
+                                             "mlp_res_norm.weight",     "mlp_res_proj.weight"};
+const std::set<std::string> kKdaTensors = {
+    "q_proj.weight",   "k_proj.weight",   "v_proj.weight",   "g_proj.weight", "o_proj.weight",
+    "f_a_proj.weight", "f_b_proj.weight", "b_proj.weight",   "q_conv1d.weight", "k_conv1d.weight",
+    "v_conv1d.weight", "A_log",           "dt_bias",         "o_norm.weight"};
+const std::set<std::string> kMlaTensors = {"q_a_proj.weight",           "q_a_layernorm.weight", "q_b_proj.weight",
+                                           "kv_a_proj_with_mqa.weight", "kv_a_layernorm.weight", "kv_b_proj.weight",
+                                           "g_proj.weight",             "o_proj.weight"};
+const std::set<std::string> kDenseTensors = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+const std::set<std::string> kMoeTensors = {
+    "gate.weight",          "gate.e_score_correction_bias",    "routed_expert_down_proj.weight",
+    "routed_expert_norm.weight", "routed_expert_up_proj.weight", "shared_experts.gate_proj.weight",
+    "shared_experts.up_proj.weight", "shared_experts.down_proj.weight"};
+const std::set<std::string> kExpertParts = {"w1.weight_packed", "w1.weight_scale", "w2.weight_packed",
+                                            "w2.weight_scale",  "w3.weight_packed", "w3.weight_scale"};
+
+// The number at the start of `s` followed by '.', and the rest; -1 if none.
+int leading_index(const std::string& s, std::string* rest) {
+  size_t i = 0;
+  while (i < s.size() && i < 9 && s[i] >= '0' && s[i] <= '9') i++;
+  if (i == 0 || i >= s.size() || s[i] != '.') return -1;
+  *rest = s.substr(i + 1);
+  return std::stoi(s.substr(0, i));
+}
+
+}  // namespace
+
+bool is_known_tensor(const ModelConfig& c, const std::string& name) {
+  if (kGlobalTensors.count(name)) return true;
+  std::string rest, part;
+  if (!starts_with(name, "model.layers.")) return false;
+  const int l = leading_index(name.substr(std::strlen("model.layers.")), &rest);
+  if (l < 0 || l >= c.num_hidden_layers) return false;
+  if (kLayerTensors.count(rest)) return true;
+  if (starts_with(rest, "self_attn."))
+    return (c.is_kda_layer(l) ? kKdaTensors : kMlaTensors).count(rest.substr(std::strlen("self_attn."))) > 0;
+  if (!c.is_moe_layer(l)) return starts_with(rest, "mlp.") && kDenseTensors.count(rest.substr(std::strlen("mlp.")));
+  if (!starts_with(rest, "block_sparse_moe.")) return false;
+  rest = rest.substr(std::strlen("block_sparse_moe."));
+  if (kMoeTensors.count(rest)) return true;
+  if (!starts_with(rest, "experts.")) return false;
+  const int e = leading_index(rest.substr(std::strlen("experts.")), &part);
+  return e >= 0 && e < c.num_experts && kExpertParts.count(part);
+}
+
+std::string ignored_feature_warning(const std::string& dir, const std::string& feature) {
+  return dir + ": ignoring unsupported model feature '" + feature +
+         "' (--allow-unknown): the engine does not implement it, answers may be wrong";
+}
+
+Checkpoint open_checkpoint(const std::string& dir, const CheckpointOptions& options) {
   Checkpoint ck;
   ck.dir = dir;
-  ck.config = load_model_config(dir);
+  ck.config = load_model_config(dir, options.allow_unknown);
+  ck.ignored_features = ck.config.ignored_features;
   const ModelConfig& c = ck.config;
 
   // Shards: through the index, or one model.safetensors.
@@ -135,13 +194,20 @@ Checkpoint open_checkpoint(const std::string& dir) {
       if (starts_with(t.name, "vision_tower.") || starts_with(t.name, "mm_projector.")) continue;
       std::string key = starts_with(t.name, kTextPrefix) ? t.name.substr(std::strlen(kTextPrefix)) : t.name;
       t.shard = int(s);
+      if (!is_known_tensor(c, key)) {
+        if (!options.allow_unknown)
+          fail(path, unknown_feature_message(t.name, "a tensor the K3 forward pass does not use"));
+        ck.ignored_features.push_back("tensor " + t.name);
+        continue;
+      }
       if (!ck.tensors.emplace(key, t).second) fail(path, "tensor '" + t.name + "' appears in more than one shard");
     }
   }
   for (const auto& [name, file] : weight_map) {
     if (starts_with(name, "vision_tower.") || starts_with(name, "mm_projector.")) continue;
     std::string key = starts_with(name, kTextPrefix) ? name.substr(std::strlen(kTextPrefix)) : name;
-    if (!ck.tensors.count(key)) fail(dir + "/" + file, "tensor '" + name + "' listed in the index is missing");
+    if (!ck.tensors.count(key) && is_known_tensor(c, key))
+      fail(dir + "/" + file, "tensor '" + name + "' listed in the index is missing");
   }
 
   // Expert span index: six tensors per expert, contiguous and in order. The

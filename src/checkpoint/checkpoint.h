@@ -25,6 +25,12 @@ struct ExpertLayout {
 };
 ExpertLayout expert_layout(const ModelConfig& c);
 
+struct CheckpointOptions {
+  // Open a checkpoint whose config keys or tensors the engine does not
+  // implement (each is recorded in ignored_features, not refused).
+  bool allow_unknown = false;
+};
+
 struct Checkpoint {
   std::string dir;
   ModelConfig config;
@@ -32,6 +38,9 @@ struct Checkpoint {
   std::vector<uint64_t> shard_sizes;
   std::unordered_map<std::string, TensorInfo> tensors;  // key: name without "language_model."
   std::vector<std::vector<FileSpan>> experts;          // [layer][expert]; empty for dense layers
+  // allow_unknown: the config keys (config.ignored_features) and tensors the
+  // engine does not implement and will not use; the caller warns about them.
+  std::vector<std::string> ignored_features;
 
   // The tensor called `name` (prefix-free); throws naming the checkpoint if absent.
   const TensorInfo& tensor(const std::string& name) const;
@@ -43,7 +52,16 @@ struct Checkpoint {
 
 // Opens DIR: config.json, then model.safetensors.index.json (or a single
 // model.safetensors), every shard header, the inventory and the span index.
-// Every problem is an Error naming the file and what is wrong.
-Checkpoint open_checkpoint(const std::string& dir);
+// Every problem is an Error naming the file and what is wrong; so is a config
+// key (checkpoint/config.h) or a text tensor the K3 forward pass does not use
+// (an indexer's weights, an MTP head), unless options.allow_unknown.
+Checkpoint open_checkpoint(const std::string& dir, const CheckpointOptions& options = {});
+
+// "DIR: ignoring 'text_config.dsa_config', which sluice does not implement (...)".
+std::string ignored_feature_warning(const std::string& dir, const std::string& feature);
+
+// True when the forward pass of config `c` uses the text tensor `name`
+// (prefix-free: "model.layers.3.self_attn.q_a_proj.weight").
+bool is_known_tensor(const ModelConfig& c, const std::string& name);
 
 }  // namespace sluice

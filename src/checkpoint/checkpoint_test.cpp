@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/escape.h"
+#include "k3/k3_config.h"
 #include "k3/model.h"
 
 namespace sluice {
@@ -174,6 +175,67 @@ TEST(Checkpoint, BadConfigsAreNamed) {
   TempModel tm;
   write_all(tm.path("config.json"), "{ not json");
   expect_error([&] { open_checkpoint(tm.str()); }, {tm.path("config.json"), "not valid JSON"});
+}
+
+// Issue 38: config keys and tensors the engine does not implement are refused
+// by name (a sparse-attention indexer would otherwise be skipped silently and
+// the answers be wrong), unless allowed, when they are recorded for a warning.
+// The published K3 config and harmless metadata pass.
+TEST(Checkpoint, UnknownModelFeaturesAreRefusedByName) {
+  const json base = json::parse(read_all(kFixture + "/config.json"));
+  EXPECT_TRUE(parse_model_config(base, "config.json").ignored_features.empty());
+  EXPECT_TRUE(parse_model_config(json::parse(kK3ConfigJson), "k3").ignored_features.empty());
+  json harmless = base;
+  harmless["vision_config"] = {{"patch_size", 14}};
+  harmless["auto_map"] = {{"AutoConfig", "configuration_kimi.KimiK3Config"}};
+  harmless["transformers_version"] = "4.57.1";
+  harmless["torch_dtype"] = "bfloat16";
+  harmless["text_config"]["initializer_range"] = 0.02;
+  harmless["text_config"]["rope_theta"] = 50000.0;
+  harmless["text_config"]["dsa_config"] = nullptr;  // null asks for nothing
+  EXPECT_TRUE(parse_model_config(harmless, "config.json").ignored_features.empty());
+
+  json dsa = base;
+  dsa["text_config"]["dsa_config"] = {{"index_n_heads", 64}, {"index_topk", 2048}};
+  expect_error([&] { parse_model_config(dsa, "config.json"); },
+               {"config.json: unsupported model feature 'dsa_config' (text_config.dsa_config", "--allow-unknown"});
+  EXPECT_EQ(parse_model_config(dsa, "config.json", true).ignored_features,
+            std::vector<std::string>{"text_config.dsa_config"});
+  for (const char* k : {"index_n_heads", "index_topk", "index_head_dim"}) {
+    json d = base;
+    d["text_config"][k] = 64;
+    expect_error([&] { parse_model_config(d, "config.json"); }, {std::string("unsupported model feature '") + k + "'"});
+  }
+  json la = base;
+  la["text_config"]["linear_attn_config"]["use_short_conv_gate"] = true;
+  expect_error([&] { parse_model_config(la, "config.json"); },
+               {"'use_short_conv_gate' (text_config.linear_attn_config.use_short_conv_gate"});
+  json kv = base;
+  kv["text_config"]["quantization_config"]["kv_cache_scheme"] = {{"num_bits", 8}};
+  expect_error([&] { parse_model_config(kv, "config.json"); }, {"unsupported model feature 'kv_cache_scheme'"});
+  json root = base;
+  root["speculative_heads"] = 2;
+  expect_error([&] { parse_model_config(root, "config.json"); }, {"unsupported model feature 'speculative_heads'"});
+
+  // A tensor no K3 layer has: an indexer's projection in an MLA layer (layer 3).
+  TempModel tm;
+  const std::string extra = "language_model.model.layers.3.self_attn.indexer.wk.weight";
+  const Checkpoint ck = open_checkpoint(tm.str());
+  const std::string shard = ck.shard_paths[size_t(ck.tensor("model.layers.3.self_attn.o_proj.weight").shard)];
+  Shard sh(shard);
+  const uint64_t at = sh.data.size();
+  sh.data += std::string(64, '\1');
+  sh.header[extra] = {{"dtype", "BF16"}, {"shape", {4, 8}}, {"data_offsets", {at, at + 64}}};
+  sh.save(shard);
+  json index = json::parse(read_all(tm.path("model.safetensors.index.json")));
+  index["weight_map"][extra] = fs::path(shard).filename().string();
+  write_all(tm.path("model.safetensors.index.json"), index.dump());
+  expect_error([&] { open_checkpoint(tm.str()); },
+               {shard + ": unsupported model feature '" + extra + "' (a tensor the K3 forward pass does not use"});
+  const Checkpoint allowed = open_checkpoint(tm.str(), {.allow_unknown = true});
+  EXPECT_EQ(allowed.ignored_features, std::vector<std::string>{"tensor " + extra});
+  EXPECT_EQ(allowed.find("model.layers.3.self_attn.indexer.wk.weight"), nullptr);
+  EXPECT_EQ(allowed.tensors.size(), ck.tensors.size());
 }
 
 TEST(Checkpoint, TruncatedShard) {

@@ -95,7 +95,60 @@ struct Reader {
   }
 };
 
-void check_quantization(const Reader& q, ModelConfig& c) {
+// The keys each object of a K3 config may hold (docs/k3-spec.md §1.1-1.3,
+// plus what Hugging Face writes into every config). A key outside its list
+// may change the computation (a new attention mechanism, an extra head), so
+// it is refused unless the caller allows unknown features; a null value
+// asks for nothing and passes.
+const std::set<std::string> kMetadataKeys = {
+    "architectures", "auto_map", "model_type", "dtype", "torch_dtype", "transformers_version", "_name_or_path",
+    "use_cache", "initializer_range", "attention_dropout", "hidden_dropout", "output_attentions",
+    "output_hidden_states", "return_dict", "bos_token_id", "eos_token_id", "pad_token_id", "tie_word_embeddings",
+    // The engine applies no positional encoding (mla_use_nope must be true): RoPE settings change nothing.
+    "rope_theta", "rope_scaling"};
+const std::set<std::string> kWrapperKeys = {"text_config", "vision_config", "media_placeholder_token_id",
+                                            "quantization_config"};
+const std::set<std::string> kTextKeys = {
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "intermediate_size", "moe_intermediate_size", "routed_expert_hidden_size", "num_experts", "num_experts_per_token",
+    "num_shared_experts", "first_k_dense_replace", "moe_layer_freq", "moe_router_activation_func", "topk_method",
+    "use_grouped_topk", "num_expert_group", "topk_group", "moe_renormalize", "routed_scaling_factor",
+    "latent_moe_use_norm", "hidden_act", "activation_situ_beta", "activation_situ_linear_beta", "rms_norm_eps",
+    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "mla_use_nope",
+    "mla_use_output_gate", "attn_res_block_size", "max_position_embeddings", "num_nextn_predict_layers",
+    "linear_attn_config", "quantization_config"};
+const std::set<std::string> kLinearAttnKeys = {"num_heads",        "head_dim",           "short_conv_kernel_size",
+                                               "gate_lower_bound", "use_full_rank_gate", "kda_layers",
+                                               "full_attn_layers"};
+const std::set<std::string> kQuantKeys = {"quant_method", "format", "quantization_status", "config_groups", "ignore",
+                                          "kv_cache_scheme", "sparsity_config", "global_compression_ratio", "version"};
+const std::set<std::string> kQuantGroupKeys = {"format", "targets", "input_activations", "output_activations",
+                                               "weights"};
+const std::set<std::string> kQuantWeightKeys = {"num_bits",  "type",        "group_size", "strategy",
+                                                "symmetric", "dynamic",     "observer",   "observer_kwargs",
+                                                "scale_dtype", "zp_dtype", "actorder",   "block_structure"};
+
+// Refuses (or, allowed, records) the keys of r's object outside `known` (and
+// outside the metadata list when `metadata`).
+void check_keys(const Reader& r, const std::set<std::string>& known, bool metadata, bool allow_unknown,
+                ModelConfig& c) {
+  for (auto it = r.obj.begin(); it != r.obj.end(); ++it) {
+    if (it->is_null() || known.count(it.key()) || (metadata && kMetadataKeys.count(it.key()))) continue;
+    const std::string name = r.prefix + it.key();
+    if (!allow_unknown)
+      fail(r.where, unknown_feature_message(it.key(), name + " is not part of the model sluice implements"));
+    c.ignored_features.push_back(name);
+  }
+}
+
+void check_quantization(const Reader& q, ModelConfig& c, bool allow_unknown) {
+  check_keys(q, kQuantKeys, false, allow_unknown, c);
+  for (const char* k : {"kv_cache_scheme", "sparsity_config"}) {
+    if (!q.has(k)) continue;
+    if (!allow_unknown)
+      fail(q.where, unknown_feature_message(k, q.prefix + k + " must be null (sluice keeps exact caches and dense weights)"));
+    c.ignored_features.push_back(q.prefix + k);
+  }
   std::string method = q.string("quant_method");
   q.expect(method == "compressed-tensors",
            "unsupported quantization_config.quant_method '" + method + "' (expected compressed-tensors)");
@@ -107,9 +160,11 @@ void check_quantization(const Reader& q, ModelConfig& c) {
     Reader groups = q.sub("config_groups");
     for (auto it = groups.obj.begin(); it != groups.obj.end(); ++it) {
       if (!it->is_object()) continue;
+      check_keys(Reader{*it, q.where, groups.prefix + it.key() + "."}, kQuantGroupKeys, false, allow_unknown, c);
       auto w = it->find("weights");
       if (w == it->end() || !w->is_object()) continue;
       Reader wr{*w, q.where, groups.prefix + it.key() + ".weights."};
+      check_keys(wr, kQuantWeightKeys, false, allow_unknown, c);
       int bits = wr.integer("num_bits");
       wr.expect(bits == 4, "unsupported " + wr.prefix + "num_bits " + std::to_string(bits) + " (MXFP4 has 4)");
       std::string type = wr.string("type");
@@ -118,14 +173,20 @@ void check_quantization(const Reader& q, ModelConfig& c) {
       wr.expect(c.mxfp4_group_size == 32,
                 "unsupported " + wr.prefix + "group_size " + std::to_string(c.mxfp4_group_size) +
                     " (MXFP4 blocks are 32)");
-      if (it->contains("input_activations") && !(*it)["input_activations"].is_null())
-        q.expect(false, "quantized input activations are not supported (" + groups.prefix + it.key() +
-                            ".input_activations must be null)");
+      for (const char* k : {"input_activations", "output_activations"})
+        if (it->contains(k) && !(*it)[k].is_null())
+          q.expect(false, std::string("quantized activations are not supported (") + groups.prefix + it.key() + "." +
+                              k + " must be null)");
     }
   }
 }
 
 }  // namespace
+
+std::string unknown_feature_message(const std::string& what, const std::string& detail) {
+  return "unsupported model feature '" + what + "' (" + detail +
+         "; the answers would be wrong without it: --allow-unknown runs anyway, with a warning)";
+}
 
 uint64_t ModelConfig::expert_span_bytes() const {
   uint64_t L = uint64_t(routed_expert_hidden_size), I = uint64_t(moe_intermediate_size);
@@ -134,7 +195,7 @@ uint64_t ModelConfig::expert_span_bytes() const {
   return 2 * (I * (L / 2) + I * (L / g)) + (L * (I / 2) + L * (I / g));
 }
 
-ModelConfig parse_model_config(const json& doc, const std::string& where) {
+ModelConfig parse_model_config(const json& doc, const std::string& where, bool allow_unknown) {
   if (!doc.is_object()) fail(where, "config must be a JSON object");
   Reader root{doc, where, ""};
   const Reader t = [&] {
@@ -148,6 +209,14 @@ ModelConfig parse_model_config(const json& doc, const std::string& where) {
            "unsupported " + t.prefix + "model_type '" + mt + "' (expected kimi_linear)");
 
   ModelConfig c;
+  if (&t.obj != &root.obj) {
+    check_keys(root, kWrapperKeys, true, allow_unknown, c);
+    check_keys(t, kTextKeys, true, allow_unknown, c);
+  } else {
+    std::set<std::string> flat = kTextKeys;  // a flat text config may carry the wrapper's media id too
+    flat.insert("media_placeholder_token_id");
+    check_keys(t, flat, true, allow_unknown, c);
+  }
   c.vocab_size = t.positive("vocab_size");
   c.hidden_size = t.positive("hidden_size");
   c.num_hidden_layers = t.positive("num_hidden_layers", kMaxLayers);
@@ -196,6 +265,7 @@ ModelConfig parse_model_config(const json& doc, const std::string& where) {
 
   // KDA.
   Reader la = t.sub("linear_attn_config");
+  check_keys(la, kLinearAttnKeys, false, allow_unknown, c);
   c.kda_num_heads = la.positive("num_heads");
   c.kda_head_dim = la.positive("head_dim");
   c.kda_conv_kernel = la.positive("short_conv_kernel_size");
@@ -255,8 +325,8 @@ ModelConfig parse_model_config(const json& doc, const std::string& where) {
     if (t.has("moe_renormalize")) t.expect(t.boolean("moe_renormalize"), "unsupported moe_renormalize = false");
     if (t.has("latent_moe_use_norm"))
       t.expect(t.boolean("latent_moe_use_norm"), "unsupported latent_moe_use_norm = false");
-    if (t.has("quantization_config")) check_quantization(t.sub("quantization_config"), c);
-    else if (root.has("quantization_config")) check_quantization(root.sub("quantization_config"), c);
+    if (t.has("quantization_config")) check_quantization(t.sub("quantization_config"), c, allow_unknown);
+    else if (root.has("quantization_config")) check_quantization(root.sub("quantization_config"), c, allow_unknown);
     t.expect(c.routed_expert_hidden_size % c.mxfp4_group_size == 0 &&
                  c.moe_intermediate_size % c.mxfp4_group_size == 0,
              "routed_expert_hidden_size and moe_intermediate_size must be multiples of the MXFP4 group (32)");
@@ -278,9 +348,9 @@ ModelConfig parse_model_config(const json& doc, const std::string& where) {
   return c;
 }
 
-ModelConfig load_model_config(const std::string& model_dir) {
+ModelConfig load_model_config(const std::string& model_dir, bool allow_unknown) {
   std::string path = model_dir + "/config.json";
-  return parse_model_config(parse_json(read_regular_file(path, kMaxConfigBytes), path), path);
+  return parse_model_config(parse_json(read_regular_file(path, kMaxConfigBytes), path), path, allow_unknown);
 }
 
 }  // namespace sluice

@@ -66,6 +66,11 @@ struct ModelConfig {
   // Per layer (0-based): attention kind. Read from the config's two lists.
   std::vector<LayerKind> layer_kind;
 
+  // What the config asks for that the engine does not implement, ignored
+  // because the caller allowed unknown features (otherwise they are refused):
+  // "text_config.dsa_config", ...
+  std::vector<std::string> ignored_features;
+
   // Derived helpers.
   bool is_moe_layer(int l) const { return l >= first_k_dense_replace; }
   bool is_kda_layer(int l) const { return layer_kind[l] == LayerKind::KDA; }
@@ -77,8 +82,17 @@ struct ModelConfig {
 };
 
 // Parses a config.json document. `where` names the file in error messages.
-ModelConfig parse_model_config(const nlohmann::json& doc, const std::string& where);
+// Every key is checked against an allow-list of what the K3 text path reads
+// or knows to be harmless (metadata, the vision tower's settings, training
+// knobs); any other key with a non-null value may ask for computation the
+// engine lacks (a sparse-attention indexer's `dsa_config`, `index_topk`, ...)
+// and is refused by name: "unsupported model feature 'dsa_config' (...)".
+// allow_unknown: it is recorded in ignored_features instead.
+ModelConfig parse_model_config(const nlohmann::json& doc, const std::string& where, bool allow_unknown = false);
 // Reads and parses DIR/config.json.
-ModelConfig load_model_config(const std::string& model_dir);
+ModelConfig load_model_config(const std::string& model_dir, bool allow_unknown = false);
+
+// The message refusing an unknown feature `what` (a config key, a tensor).
+std::string unknown_feature_message(const std::string& what, const std::string& detail);
 
 }  // namespace sluice

@@ -25,6 +25,7 @@ struct SimArgs {
   double half_life = ExpertCacheOptions{}.half_life_tokens;
   int window = -1;
   std::string model, text_file;
+  bool allow_unknown = false;
   int ctx = 512;
   int prefetch_tokens = 0;  // > 0: decode this many tokens and report prefetch quality
   std::string ram_budget;   // for the prefetch run (the cache size decides what is read)
@@ -37,6 +38,8 @@ int run_prefetch(const SimArgs& a) {
   std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
   if (ids.size() > size_t(a.prefetch_tokens)) ids.resize(size_t(a.prefetch_tokens));
   ModelOptions opt;
+  opt.allow_unknown = a.allow_unknown;
+  opt.on_warning = print_warning;
   opt.miss_filler = stream_miss_filler(a.model);
   if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   auto m = open_model(a.model, opt);
@@ -72,6 +75,8 @@ int run_prefetch(const SimArgs& a) {
 RoutingTrace real_trace(const SimArgs& a) {
   std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
   ModelOptions opt;
+  opt.allow_unknown = a.allow_unknown;
+  opt.on_warning = print_warning;
   opt.miss_filler = stream_miss_filler(a.model);
   auto m = open_model(a.model, opt);
   return routing_trace(*m, ids, a.ctx);
@@ -123,6 +128,7 @@ Command reg("cache-sim", "Compare expert cache policies (LRU vs heat) on synthet
               sub.add_option("--half-life", a->half_life, "Heat half-life in tokens");
               sub.add_option("--window", a->window, "Heat recency window in slots (-1: auto)");
               auto* model = sub.add_option("--model", a->model, "Replay this model's router choices ...");
+              add_allow_unknown_option(sub, a->allow_unknown);
               sub.add_option("--text-file", a->text_file, "... over this text")->needs(model);
               model->needs("--text-file");
               sub.add_option("--ctx", a->ctx, "Tokens per sequence for --model")->check(CLI::PositiveNumber);

@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/model_args.h"
 #include "cli/progress.h"
 #include "cli/token_list.h"
 #include "engine/drift.h"
@@ -29,6 +30,7 @@ namespace fs = std::filesystem;
 
 struct DriftArgs {
   std::string model, text_file, cases, int8_pack;
+  bool allow_unknown = false;
   int prompts = 100, prompt_tokens = 16, tokens = 64, ctx = 256, threads = 0;
 };
 
@@ -62,6 +64,8 @@ int run_drift(const DriftArgs& a) {
   if (!text.empty()) o.text = tokenize_text_file(a.model, text);
   if (!a.cases.empty()) o.cases = load_cases(a.cases);
   ModelOptions mo;
+  mo.allow_unknown = a.allow_unknown;
+  mo.on_warning = print_warning;
   mo.max_context = std::max(a.ctx, a.prompt_tokens + a.tokens) + 8;
   for (const DriftCase& k : o.cases) mo.max_context = std::max(mo.max_context, int(k.tokens.size()) + 8);
   mo.chunk_tokens = mo.max_context;
@@ -117,6 +121,7 @@ Command reg("drift", "Measure what the int8 spine costs against the exact one (p
             [](CLI::App& sub, Action* action) {
               auto a = std::make_shared<DriftArgs>();
               sub.add_option("-m,--model", a->model, "Model directory (with its int8 pack)")->required();
+              add_allow_unknown_option(sub, a->allow_unknown);
               sub.add_option("-f,--text-file", a->text_file, "Held-out text (default: DIR/heldout.txt when there)");
               sub.add_option("--prompts", a->prompts, "Greedy prompts (default 100)")->check(CLI::Range(1, 100000));
               sub.add_option("--prompt-tokens", a->prompt_tokens, "Tokens per prompt (default 16)")->check(CLI::Range(1, 4096));

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/model_args.h"
 #include "cli/pack_spine.h"
 
 namespace sluice::cli {
@@ -12,9 +13,10 @@ namespace {
 
 struct PackArgs {
   std::string model, spine = "lossless", out;
+  bool allow_unknown = false;
 };
 
-int run_pack(const PackArgs& a) { return pack_spine(a.model, a.spine, a.out); }
+int run_pack(const PackArgs& a) { return pack_spine(a.model, a.spine, a.out, a.allow_unknown); }
 
 Command reg("pack", "Write a compressed copy of the spine (lossless: bit-exact; int8: lossy) beside the checkpoint",
             [](CLI::App& sub, Action* action) {
@@ -22,6 +24,7 @@ Command reg("pack", "Write a compressed copy of the spine (lossless: bit-exact; 
               sub.add_option("--model", a->model, "Model directory")->required();
               sub.add_option("--spine", a->spine, "lossless (exact) or int8 (per-group int8, lossy: opt in with --spine int8)")->required();
               sub.add_option("--out", a->out, "Pack file (default: DIR/spine.<spine>.pack)");
+              add_allow_unknown_option(sub, a->allow_unknown);
               *action = [a] { return run_pack(*a); };
             });
 

@@ -36,6 +36,7 @@
 #include "checkpoint/checkpoint.h"
 #include "engine/compute_profile.h"
 #include "cli/commands.h"
+#include "cli/model_args.h"
 #include "cli/spine_option.h"
 #include "io/span_reader.h"
 #include "k3/k3_config.h"
@@ -57,14 +58,14 @@ struct PlanArgs {
   std::string model, preset, ram, spine, spine_pack, reserve;
   double disk_gbps = 7, hit_rate = 0, guess_waste = 0, guess_recall = 0, lossless_ratio = kLosslessRatio, probe_seconds = 0.6;
   int max_context = 4096, cores = 0, chunk_tokens = 256, probe_rounds = 8;
-  bool kernel_probe = false;
+  bool kernel_probe = false, allow_unknown = false;
 };
 
 double gb(double b) { return b / 1e9; }
 
 int run_plan(const PlanArgs& a) {
   if (a.model.empty() == a.preset.empty()) fail("plan", "give either --model DIR or --preset k3");
-  const Checkpoint ck = a.preset.empty() ? open_checkpoint(a.model) : layout_checkpoint(k3_config(), "Kimi K3");
+  const Checkpoint ck = a.preset.empty() ? open_checkpoint_warning(a.model, a.allow_unknown) : layout_checkpoint(k3_config(), "Kimi K3");
   ModelOptions o;
   o.ram_budget = a.ram.empty() ? 0 : parse_byte_size(a.ram, "--ram");
   o.spine = a.spine;
@@ -249,6 +250,7 @@ Command reg("plan", "What the engine would keep resident, read and compute per t
                              "Missed experts the prefetch guesses read a layer ahead (bench: prefetch_recall; "
                              "default 0: every miss read after its router)")
                   ->check(CLI::Range(0.0, 1.0));
+              add_allow_unknown_option(sub, a->allow_unknown);
               sub.add_flag("--kernel-probe", a->kernel_probe,
                            "Compute floor from the kernel probe alone, not the engine's saved measurement");
               sub.add_option("--lossless-ratio", a->lossless_ratio,

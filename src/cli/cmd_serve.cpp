@@ -108,7 +108,7 @@ int run_serve(ServeArgs& a) {
   ModelOptions mopt = model_options(a.m);
   a.opt.device = mopt.backend && std::string(mopt.backend->name) == "cuda" ? "cuda" : "cpu";
   a.opt.device_detail = describe_backend(mopt.backend ? *mopt.backend : cpu_backend());
-  a.opt.parallel = a.parallel > 0 ? a.parallel : default_parallel(open_checkpoint(a.m.dir).config, mopt);
+  a.opt.parallel = a.parallel > 0 ? a.parallel : default_parallel(open_checkpoint(a.m.dir, {.allow_unknown = a.m.allow_unknown}).config, mopt);
   // The N live states and the saved prefix states (a chat's prompt end and reply
   // end) live inside --ram-budget: the plan reserves state for them all (a budget
   // below their minimum is refused, naming it) and the prefix cache is held to its share.

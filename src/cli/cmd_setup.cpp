@@ -16,11 +16,13 @@
 #include <deque>
 #include <string>
 
+#include "base/atomic_file.h"
 #include "base/bytes.h"
 #include "base/error.h"
 #include "cli/commands.h"
 #include "hub/hf_env.h"
 #include "hub/http_setup.h"
+#include "cli/model_args.h"
 #include "cli/pack_spine.h"
 
 namespace sluice::cli {
@@ -29,7 +31,7 @@ namespace {
 struct SetupArgs {
   std::string repo, revision = "main", hub, dest, max_cache = "0", pack;
   std::vector<std::string> include, exclude;
-  bool full = false, stream = false, skip_space_check = false;
+  bool full = false, stream = false, skip_space_check = false, allow_unknown = false;
   int jobs = 4, connections = 8, retries = 6, stall_timeout = 30, backoff_ms = 250;
 };
 
@@ -47,6 +49,7 @@ std::string human_time(double s) {
 
 int run_setup_cmd(const SetupArgs& a) {
   if (a.full == a.stream) fail("setup", "give exactly one of --full or --stream");
+  remove_temps_on_signal("setup");  // downloads' .part files stay: the next run resumes them
   SetupOptions o;
   o.source.hub = a.hub.empty() ? hf_endpoint() : a.hub;
   while (!o.source.hub.empty() && o.source.hub.back() == '/') o.source.hub.pop_back();
@@ -57,6 +60,7 @@ int run_setup_cmd(const SetupArgs& a) {
   o.jobs = a.jobs;
   o.connections = a.connections;
   o.check_space = !a.skip_space_check;
+  o.allow_unknown = a.allow_unknown;
   o.max_cache_bytes = parse_byte_size(a.max_cache, "--max-cache-bytes", /*allow_zero=*/true);
   o.include = a.include;
   o.exclude = a.exclude;
@@ -103,7 +107,7 @@ int run_setup_cmd(const SetupArgs& a) {
     std::printf("sluice setup: %s of experts stay on the server, fetched on first use into %s/.span-cache%s\n",
                 human_bytes(double(r.remote_expert_bytes)).c_str(), a.dest.c_str(),
                 o.max_cache_bytes ? (" (bounded to " + human_bytes(double(o.max_cache_bytes)) + ")").c_str() : "");
-  if (!a.pack.empty()) return pack_spine(a.dest, a.pack, "");
+  if (!a.pack.empty()) return pack_spine(a.dest, a.pack, "", a.allow_unknown);
   return 0;
 }
 
@@ -130,6 +134,7 @@ Command reg("setup", "Download a checkpoint in full, or set it up to stream expe
                   ->check(CLI::Range(1, 3600));
               sub.add_option("--backoff-ms", a->backoff_ms, "First retry delay; doubles per failure")
                   ->check(CLI::Range(0, 60000));
+              add_allow_unknown_option(sub, a->allow_unknown);
               sub.add_option("--pack", a->pack, "Then pack the spine: lossless (exact) or int8 (lossy), as `sluice pack`")
                   ->check(CLI::IsMember({"lossless", "int8"}));
               *action = [a] { return run_setup_cmd(*a); };

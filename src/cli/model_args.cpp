@@ -23,9 +23,24 @@ void add_model_options(CLI::App& sub, ModelArgs& a) {
   sub.add_option("--device", a.device,
                  "Where the arithmetic runs: cpu, cuda, or auto (the GPU when this build has CUDA and one is usable)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  add_allow_unknown_option(sub, a.allow_unknown);
   sub.add_option("--vram-experts", a.vram_experts,
                  "With the GPU: VRAM for cached routed experts, e.g. 8G; 0: none, every expert uploaded per use "
                  "(default: the VRAM the spine leaves free, less a 2 GiB reserve)");
+}
+
+void add_allow_unknown_option(CLI::App& sub, bool& allow) {
+  sub.add_flag("--allow-unknown", allow,
+               "Open a model whose config.json or tensors ask for features sluice does not implement (refused "
+               "by default), with a warning naming each: its answers may be wrong");
+}
+
+void print_warning(const std::string& message) { std::fprintf(stderr, "sluice: warning: %s\n", message.c_str()); }
+
+Checkpoint open_checkpoint_warning(const std::string& dir, bool allow_unknown) {
+  Checkpoint ck = open_checkpoint(dir, {.allow_unknown = allow_unknown});
+  for (const std::string& f : ck.ignored_features) print_warning(ignored_feature_warning(dir, f));
+  return ck;
 }
 
 CLI::Validator byte_size(const std::string& flag, bool allow_zero) {
@@ -63,6 +78,8 @@ ModelOptions model_options(const ModelArgs& a) {
   if (a.ctx_size > 0) o.max_context = a.ctx_size;
   o.spine = a.spine;
   o.spine_pack = a.spine_pack;
+  o.allow_unknown = a.allow_unknown;
+  o.on_warning = print_warning;
   o.miss_filler = stream_miss_filler(a.dir);  // experts over HTTP for a stream install
   if (a.threads > 0) kernels::set_num_threads(a.threads);
   o.backend = &device_backend(a.device);

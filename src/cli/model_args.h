@@ -29,7 +29,15 @@ struct ModelArgs {
   int ctx_size = 0;  // 0: ModelOptions' default
   int threads = 0;   // 0: every CPU
   bool quiet = false;  // no load progress or memory plan on stderr
+  bool allow_unknown = false;  // --allow-unknown: open a model with features the engine lacks, warning
 };
+
+// --allow-unknown, for every command that opens a model.
+void add_allow_unknown_option(CLI::App& sub, bool& allow);
+// Opens DIR as a checkpoint; with allow_unknown, each ignored feature is warned about on stderr.
+Checkpoint open_checkpoint_warning(const std::string& dir, bool allow_unknown);
+// Prints "sluice: warning: <message>" on stderr.
+void print_warning(const std::string& message);
 
 void add_model_options(CLI::App& sub, ModelArgs& a);
 

@@ -5,13 +5,16 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/atomic_file.h"
 #include "checkpoint/checkpoint.h"
+#include "cli/model_args.h"
 #include "pack/pack.h"
 
 namespace sluice::cli {
 
-int pack_spine(const std::string& dir, const std::string& spine, const std::string& out) {
-  const Checkpoint ck = open_checkpoint(dir);
+int pack_spine(const std::string& dir, const std::string& spine, const std::string& out, bool allow_unknown) {
+  remove_temps_on_signal("pack");
+  const Checkpoint ck = open_checkpoint_warning(dir, allow_unknown);
   PackOptions o;
   o.format = parse_spine_format(spine);
   o.out = out;
@@ -29,6 +32,7 @@ int pack_spine(const std::string& dir, const std::string& spine, const std::stri
   };
   const PackResult r = write_pack(ck, o);
   if (tty && !r.up_to_date) std::fprintf(stderr, "\n");
+  if (!r.replaced.empty()) std::fprintf(stderr, "pack: replaced the pack that was there: %s\n", r.replaced.c_str());
   std::printf("%s %s: %.3f GB of bf16 spine in %.3f GB %s(ratio %.4f)\n", r.up_to_date ? "up to date" : "wrote",
               r.path.c_str(), double(r.source_bytes) / 1e9, double(r.packed_bytes) / 1e9,
               o.format == SpineFormat::int8 ? "of int8, lossy " : "",

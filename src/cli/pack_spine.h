@@ -7,7 +7,8 @@
 namespace sluice::cli {
 
 // Writes DIR's `spine` (lossless|int8) pack to `out` (empty: beside the shards);
-// a pack already up to date is left as it is. Returns the exit code (0).
-int pack_spine(const std::string& dir, const std::string& spine, const std::string& out);
+// a pack already up to date is left as it is, a stale one is replaced (saying
+// why). allow_unknown: --allow-unknown. Returns the exit code (0).
+int pack_spine(const std::string& dir, const std::string& spine, const std::string& out, bool allow_unknown);
 
 }  // namespace sluice::cli

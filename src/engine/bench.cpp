@@ -159,7 +159,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   bool depth_saved = false;
   if (mo.queue_depth <= 0) mo.queue_depth = default_queue_depth(dir, &depth_saved);
   {
-    const ModelConfig cfg = load_model_config(dir);
+    const ModelConfig cfg = load_model_config(dir, mo.allow_unknown);
     const SpanReaderOptions ro;
     const uint64_t span = cfg.num_experts > 0 ? cfg.expert_span_bytes() : (16ull << 20);
     const uint64_t cap = SpanReader::direct_capacity(span);

@@ -305,8 +305,11 @@ void HttpClient::transfer(const std::string& url, uint64_t offset, uint64_t leng
   CURL* c = static_cast<CURL*>(curl_);
   uint64_t pos = offset;
   uint64_t end = offset + length;
-  int failures = 0;  // attempts in a row that delivered nothing
+  int failures = 0;  // attempts in a row that delivered nothing, or too little
   std::string last_problem;
+  // Where the current attempt's time starts: the end of the one before, so
+  // the wait before it counts too.
+  auto since = std::chrono::steady_clock::now();
   for (;;) {
     Attempt a;
     a.pos = pos;
@@ -387,8 +390,21 @@ void HttpClient::transfer(const std::string& url, uint64_t offset, uint64_t leng
       fail(url, curl_problem);
     }
     // A get() restarts from scratch; a ranged transfer goes on from `pos`.
-    // A trickle counts as a failure even though it delivered something.
-    if (a.delivered > 0 && !text && rc != CURLE_OPERATION_TIMEDOUT) failures = 0;
+    // A trickle counts as a failure even though it delivered something: one
+    // attempt that ran below the minimum rate (libcurl's low-speed check), or
+    // one cut short having averaged below it, its wait included (a server
+    // that sends a few hundred bytes and drops the connection, again and
+    // again, would otherwise be resumed for hours: the overall rate across
+    // retries is held to the same minimum).
+    const auto now = std::chrono::steady_clock::now();
+    const double secs = std::max(1e-3, std::chrono::duration<double>(now - since).count());
+    since = now;
+    const bool slow = opt_.low_speed_bytes_per_s > 0 && double(a.delivered) / secs < double(opt_.low_speed_bytes_per_s);
+    if (slow && a.delivered > 0 && rc != CURLE_OPERATION_TIMEDOUT)
+      last_problem += "; averaged " + std::to_string(uint64_t(double(a.delivered) / secs)) +
+                      " bytes/s since the attempt before, below the minimum of " +
+                      std::to_string(opt_.low_speed_bytes_per_s) + " bytes/s";
+    if (a.delivered > 0 && !text && rc != CURLE_OPERATION_TIMEDOUT && !slow) failures = 0;
     else failures++;
     if (failures > opt_.retries)
       fail(url, "giving up after " + std::to_string(failures) + " failed attempts in a row: " + last_problem);

@@ -11,7 +11,8 @@
 // and transfers cut short. A cut transfer resumes with a Range request from the
 // first byte not yet delivered, so bytes already handed to the sink are never
 // fetched again. The retry budget counts consecutive attempts that delivered
-// nothing, so a link that keeps dropping but keeps making progress finishes.
+// nothing or averaged below the minimum rate, so a link that keeps dropping but
+// keeps making progress finishes, and one that trickles gives up.
 // Everything else (4xx, a Content-Range that does not match what was asked, a
 // server that ignores Range where that is not allowed, a local error thrown by
 // the sink) throws sluice::Error at once, naming the URL.
@@ -27,7 +28,9 @@ struct HttpOptions {
   int connect_timeout_s = 10;
   int stall_timeout_s = 30;   // abort an attempt that receives nothing for this long
   // ...or that averages below low_speed_bytes_per_s over low_speed_window_s (a
-  // hub trickling a byte every few seconds never trips the stall check).
+  // hub trickling a byte every few seconds never trips the stall check). An
+  // attempt cut short that averaged below it (its wait included) counts as a
+  // failed attempt too, so a transfer never goes on for long below this rate.
   long low_speed_bytes_per_s = 1024;
   int low_speed_window_s = 60;
   int retries = 6;            // failed attempts in a row (no byte delivered) tolerated after the first

@@ -144,5 +144,50 @@ TEST(HttpClient, TrickleIsTimedOut) {
   th.join();
 }
 
+// Issue 38: a server that sends a few hundred bytes per connection, slowly,
+// and then drops it. Each attempt makes progress, so the "attempts in a row
+// that delivered nothing" budget never ran out and the file crept in at a few
+// hundred bytes a second for hours; an attempt that averaged below the
+// minimum rate (its wait included) now counts as a failure.
+TEST(HttpClient, TrickleAcrossDroppedConnectionsGivesUp) {
+  constexpr size_t kTotal = 40000, kPerConnection = 300;
+  httplib::Server srv;
+  std::atomic<bool> stop{false};
+  srv.Get("/drip", [&](const httplib::Request&, httplib::Response& res) {
+    auto sent = std::make_shared<size_t>(0);
+    res.set_content_provider(kTotal, "application/octet-stream",
+                             [&stop, sent](size_t, size_t length, httplib::DataSink& sink) {
+                               if (*sent >= kPerConnection || stop) return false;  // drop the connection
+                               std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                               const std::string chunk(std::min(length, kPerConnection), 'y');
+                               *sent += chunk.size();
+                               return sink.write(chunk.data(), chunk.size());
+                             });
+  });
+  const int port = srv.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread th([&] { srv.listen_after_bind(); });
+  HttpOptions o;
+  o.low_speed_bytes_per_s = 1024;  // each connection gives ~600 bytes/s
+  o.low_speed_window_s = 60;
+  o.retries = 2;
+  o.backoff_ms = 10;
+  HttpClient c(o);
+  uint64_t got = 0;
+  try {
+    c.download("http://127.0.0.1:" + std::to_string(port) + "/drip", 0, kTotal,
+               [&](uint64_t, const uint8_t*, size_t n) { got += n; }, [&] { got = 0; });
+    ADD_FAILURE() << "a trickle was accepted";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("giving up after 3 failed attempts in a row"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("below the minimum of 1024 bytes/s"), std::string::npos) << msg;
+  }
+  EXPECT_LE(got, 3 * kPerConnection);
+  stop = true;
+  srv.stop();
+  th.join();
+}
+
 }  // namespace
 }  // namespace sluice

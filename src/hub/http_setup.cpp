@@ -571,7 +571,7 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
   // Finish: the model directory must open, and say where experts come from.
   Checkpoint ck;
   try {
-    ck = open_checkpoint(opt.dest);
+    ck = open_checkpoint(opt.dest, {.allow_unknown = opt.allow_unknown});
   } catch (const Error& e) {
     // A full install of selected files (--include/--exclude) need not be a whole checkpoint.
     const bool selected = !opt.include.empty() || !opt.exclude.empty();

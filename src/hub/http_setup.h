@@ -46,6 +46,9 @@ struct SetupOptions {
   // on the file's path in the repository ('*' also crosses '/'). A full
   // install of selected files is not required to open as a checkpoint.
   std::vector<std::string> include, exclude;
+  // The installed model may ask for features the engine does not implement
+  // (checkpoint/checkpoint.h); otherwise setup fails at the end, naming them.
+  bool allow_unknown = false;
 };
 
 // True when `name` passes the include/exclude globs of `opt`.

@@ -203,7 +203,9 @@ std::shared_ptr<const Pack> open_spine_pack(const Checkpoint& ck, const std::str
 
 std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt) {
   auto m = std::make_unique<Model>();
-  m->ck = open_checkpoint(dir);
+  m->ck = open_checkpoint(dir, {.allow_unknown = opt.allow_unknown});
+  if (opt.on_warning)
+    for (const std::string& f : m->ck.ignored_features) opt.on_warning(ignored_feature_warning(dir, f));
   m->globals = load_global_weights(m->ck);
   m->backend = opt.backend ? opt.backend : &cpu_backend();
   m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine, opt.spine_pack), m->backend);

@@ -75,6 +75,10 @@ struct ModelOptions {
   // it is made, then the resident spine's bytes read so far (done, total).
   std::function<void(const MemoryPlan&)> on_plan;
   std::function<void(uint64_t done, uint64_t total)> load_progress;
+  // Open a model whose config keys or tensors the engine does not implement
+  // (checkpoint/checkpoint.h): each is passed to on_warning instead of refused.
+  bool allow_unknown = false;
+  std::function<void(const std::string&)> on_warning;
   // The op table the model computes on (kernels/backend.h; kernels/device.h
   // picks it for --device); nullptr: cpu_backend().
   const Backend* backend = nullptr;

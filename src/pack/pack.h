@@ -16,12 +16,14 @@
 //               [int8: u32 crc32[blocks]], then the blocks
 //   JSON header (below), then the trailer: u64 header_at, u64 header_bytes,
 //   u32 crc32(header), "SLPK"
-// The JSON binds the pack to its checkpoint: the shard files' names and
-// sizes, and per tensor its name, shape, shard, offset, byte length and the
+// The JSON binds the pack to its checkpoint: the shard files' names, sizes
+// and modification times (ns), and per tensor its name, shape, shard, offset, byte length and the
 // sha256 of those source bytes; plus where its index and blocks lie, the
 // index's crc32, and the whole file's size (a truncated pack is refused).
-// Opening checks the binding against the checkpoint's headers and sizes (no
-// weight byte is read); verify_pack() also rehashes the sources and decodes
+// Opening checks the binding against the checkpoint's headers, and the shard
+// files' sizes and times (one stat each; no weight byte is read): a pack of
+// another revision with the same layout, or one made before a shard was
+// edited, is refused as stale; verify_pack() also rehashes the sources and decodes
 // every block (bit-exact against the source sha256).
 #pragma once
 #include <algorithm>
@@ -80,8 +82,9 @@ struct PackSource {
 };
 Pack modelled_pack(const std::vector<PackSource>& matrices, SpineFormat format, double ratio);
 
-// Opens the pack at `path` and checks it belongs to `ck` (shard names and
-// sizes, every tensor's place, shape and dtype). Errors name the pack file.
+// Opens the pack at `path` and checks it belongs to `ck` (shard names, sizes
+// and modification times, every tensor's place, shape and dtype). Errors name
+// the pack file; a stale pack's error says how to rebuild it.
 Pack open_pack(const std::string& path, const Checkpoint& ck);
 
 struct PackOptions {
@@ -92,6 +95,7 @@ struct PackOptions {
 struct PackResult {
   std::string path;
   bool up_to_date = false;   // a matching pack was already there: nothing written
+  std::string replaced;      // why a pack already there was not kept (stale, damaged), or empty
   uint64_t source_bytes = 0, packed_bytes = 0;
 };
 // Writes the pack (temp file + rename). An existing pack that matches `ck`

@@ -8,10 +8,24 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/atomic_file.h"
 #include "base/disk_full_test_util.h"
+#include "checkpoint/synthetic_model.h"
 #include "base/error.h"
 #include "engine/session_test_util.h"
 #include "k3/model.h"
@@ -164,6 +178,161 @@ TEST(Pack, PackKeptElsewhereIsFoundByPathAndStillBound) {
   EXPECT_NE(error_of([&] { open_model(nano, o); }).find(away.string() + ": pack was made from another checkpoint"),
             std::string::npos);
   fs::remove(away);
+}
+
+// Sets every shard of `dir` an hour back: shards are older than their packs
+// (downloaded, then packed), and the edits below then surely move the time.
+void backdate_shards(const Checkpoint& ck) {
+  for (const std::string& p : ck.shard_paths) fs::last_write_time(p, fs::last_write_time(p) - std::chrono::hours(1));
+}
+
+// Rewrites the JSON header of the pack at `path` through `edit` (new trailer, same blocks).
+void edit_pack_header(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  std::ifstream in(path, std::ios::binary);
+  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t at = 0, bytes = 0;
+  std::memcpy(&at, file.data() + file.size() - 24, 8);
+  std::memcpy(&bytes, file.data() + file.size() - 16, 8);
+  nlohmann::json h = nlohmann::json::parse(file.substr(at, bytes));
+  edit(h);
+  const std::string text = h.dump();
+  const uint64_t n = text.size();
+  const uint32_t crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(text.data()), uInt(n)));
+  file.resize(at);
+  file += text;
+  file.append(reinterpret_cast<const char*>(&at), 8).append(reinterpret_cast<const char*>(&n), 8);
+  file.append(reinterpret_cast<const char*>(&crc), 4).append("SLPK", 4);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << file;
+}
+
+// Issue 38: a pack is bound to the shards' content, not only their layout. A
+// lossless pack copied from checkpoint A (seed 1) to B (seed 2, same layout)
+// is refused naming the pack, and `pack` rebuilds it; B then reads its own
+// weights. An edited shard makes its pack stale the same way. A version 1
+// pack (no binding) is refused with a rebuild hint.
+TEST(Pack, AForeignOrStalePackIsRefusedAndRebuilt) {
+  const fs::path root = fs::path(SLUICE_BINARY).parent_path();
+  const std::string a = (root / "pack-test-foreign-a").string(), b = (root / "pack-test-foreign-b").string();
+  for (const auto& [dir, seed] : {std::pair{a, 1}, std::pair{b, 2}}) {
+    fs::remove_all(dir);
+    write_synthetic_model(plan_synthetic_model(tiny_preset(), uint64_t(seed)), dir);
+  }
+  const Checkpoint cka = open_checkpoint(a), ckb = open_checkpoint(b);
+  backdate_shards(cka);
+  const std::string pa = write_pack(cka, {}).path, pb = pack_path(b, SpineFormat::lossless);
+  fs::copy_file(pa, pb);
+  EXPECT_NE(error_of([&] { open_pack(pb, ckb); }).find(pb + ": pack is stale: "), std::string::npos);
+  const std::string msg = error_of([&] { open_model(b); });  // the default takes the pack: refused
+  EXPECT_NE(msg.find(pb + ": pack is stale: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("run `sluice pack --model " + b + " --spine lossless`"), std::string::npos) << msg;
+  const PackResult rebuilt = write_pack(ckb, {});
+  EXPECT_FALSE(rebuilt.up_to_date);
+  EXPECT_NE(rebuilt.replaced.find("pack is stale"), std::string::npos) << rebuilt.replaced;
+  EXPECT_TRUE(verify_pack(pb, ckb).empty());
+  const std::vector<int> toks = {448, 259, 309, 412};
+  ModelOptions bf;
+  bf.spine = "bf16";
+  EXPECT_EQ(run_all(*open_model(b), toks, true), run_all(*open_model(b, bf), toks, true));
+
+  // A's shard edited after packing (one spine byte: same size, same layout).
+  const TensorInfo& lm = cka.tensor("lm_head.weight");
+  pack_test::flip_bit(cka.shard_paths[size_t(lm.shard)], lm.offset + 10);
+  ModelOptions ll;
+  ll.spine = "lossless";
+  EXPECT_NE(error_of([&] { open_model(a, ll); }).find(pa + ": pack is stale: "), std::string::npos);
+  EXPECT_FALSE(write_pack(cka, {}).up_to_date);
+  EXPECT_TRUE(verify_pack(pa, cka).empty());
+  EXPECT_EQ(run_all(*open_model(a, ll), toks, true), run_all(*open_model(a, bf), toks, true));
+
+  // A pack of format 1 (shards bound by name and size only).
+  edit_pack_header(pa, [](nlohmann::json& h) {
+    h["version"] = 1;
+    for (auto& sh : h["shards"]) sh.erase("mtime_ns");
+  });
+  EXPECT_NE(error_of([&] { open_pack(pa, cka); }).find(pa + ": pack format 1 is not bound"), std::string::npos);
+  EXPECT_FALSE(write_pack(cka, {}).up_to_date);
+  EXPECT_TRUE(write_pack(cka, {}).up_to_date);
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+// The names in t's folder that are pack temps ("<pack>.tmp.<pid>").
+std::vector<std::string> pack_temps(const TempModel& t) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(t.dir))
+    if (e.path().filename().string().find(".pack.tmp.") != std::string::npos) out.push_back(e.path().string());
+  return out;
+}
+
+// Runs `child` in a forked process (the kernel pool at one thread, so the
+// child needs no worker the fork did not copy) with stderr into `err_path`;
+// returns its wait status.
+int run_forked(const std::string& err_path, const std::function<int()>& child) {
+  kernels::set_num_threads(1);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::_exit(child());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  kernels::set_num_threads(0);
+  return status;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Issue 38: an interrupted pack left "<pack>.tmp.<pid>" forever (100+ GB at
+// K3 scale). The next pack removes temps whose writer is gone, not those of
+// one still running; SIGTERM removes the temp at once and says so; past the
+// file size limit (SIGXFSZ) the pack fails with a message, not a silent kill.
+TEST(Pack, TempsOfInterruptedPacksAreRemoved) {
+  TempModel t("pack-test-temps");
+  const Checkpoint ck = open_checkpoint(t.dir.string());
+  const std::string path = pack_path(t.dir.string(), SpineFormat::lossless);
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  const std::string dead = path + ".tmp." + std::to_string(gone), live = path + ".tmp." + std::to_string(::getppid());
+  std::ofstream(dead) << "half a pack";
+  std::ofstream(live) << "a pack being written";
+  write_pack(ck, {});
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));
+  fs::remove(live);
+  fs::remove(path);
+
+  const std::string err = (t.dir / "stderr.txt").string();
+  int status = run_forked(err, [&] {
+    remove_temps_on_signal("pack");
+    PackOptions o;
+    o.progress = [](uint64_t, uint64_t) { ::raise(SIGTERM); };  // mid-pack: the temp exists
+    write_pack(ck, o);
+    return 0;
+  });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_NE(read_text(err).find("sluice: pack: stopped by SIGTERM; unfinished temporary files removed"),
+            std::string::npos)
+      << read_text(err);
+  EXPECT_TRUE(pack_temps(t).empty());
+  EXPECT_FALSE(fs::exists(path));
+
+  status = run_forked(err, [&] {
+    remove_temps_on_signal("pack");
+    const rlimit small{64 << 10, 64 << 10};
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    const std::string msg = error_of([&] { write_pack(ck, {}); });
+    std::fprintf(stderr, "%s\n", msg.c_str());
+    return msg.find("File too large") != std::string::npos ? 3 : 4;
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << status << ": " << read_text(err);
+  EXPECT_NE(read_text(err).find(".pack.tmp."), std::string::npos) << read_text(err);  // names the file
+  EXPECT_TRUE(pack_temps(t).empty());
+  EXPECT_FALSE(fs::exists(path));
 }
 
 }  // namespace
