@@ -1,5 +1,6 @@
-// The setup manifests (.sluice-setup.json, .sluice-stream.json) read back from
-// a model directory.
+// The files setup leaves in a model directory, read back: the manifests
+// (.sluice-setup.json, .sluice-stream.json) and a stream-mode shard's progress
+// file (.partial/<shard>.sparse.json), whose run count never exceeds the runs.
 #include <stdlib.h>
 
 #include <fstream>
@@ -40,5 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)sluice::read_stream_manifest(dir);
   } catch (const sluice::Error&) {
   }
+  const std::string sha(64, 'a');
+  if (sluice::read_stream_progress(text, 4096, sha, 3) > 3) __builtin_trap();
   return 0;
 }

@@ -16,8 +16,10 @@ ChatDefaults chat_defaults(const std::string& model_dir) {
   nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) fail(path, "not a JSON object");
   if (auto it = j.find("reasoning_effort"); it != j.end()) {
-    if (!it->is_string()) fail(path, "reasoning_effort must be a string");
-    d.reasoning_effort = it->get<std::string>();
+    const std::string e = it->is_string() ? it->get<std::string>() : "";
+    if (e != "none" && e != "low" && e != "medium" && e != "high" && e != "max")
+      fail(path, "reasoning_effort must be none, low, medium, high or max");
+    d.reasoning_effort = e;
   }
   if (auto it = j.find("max_new_tokens"); it != j.end()) {
     if (!it->is_number_integer() || it->get<long long>() < 1 || it->get<long long>() > (1 << 30))
@@ -25,11 +27,17 @@ ChatDefaults chat_defaults(const std::string& model_dir) {
     d.max_new_tokens = int(it->get<long long>());
   }
   const bool sample = !j.contains("do_sample") || j["do_sample"] != false;
-  for (auto [key, out] : {std::pair{"temperature", &d.temperature}, std::pair{"top_p", &d.top_p}}) {
-    auto it = j.find(key);
-    if (it == j.end() || !sample) continue;
-    if (!it->is_number() || it->get<double>() < 0) fail(path, std::string(key) + " must be a non-negative number");
-    *out = it->get<float>();
+  // The ranges the sampler accepts (engine/sampler.h), refused here naming the file.
+  if (auto it = j.find("temperature"); it != j.end() && sample) {
+    if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= 1e6))
+      fail(path, "temperature must be a number from 0 to 1e6");
+    d.temperature = it->get<float>();
+  }
+  if (auto it = j.find("top_p"); it != j.end() && sample) {
+    // (1e-50 is positive as a double but 0 as the float the sampler keeps.)
+    if (!it->is_number() || !(it->get<double>() > 0 && it->get<double>() <= 1) || it->get<float>() == 0)
+      fail(path, "top_p must be a number in (0, 1]");
+    d.top_p = it->get<float>();
   }
   return d;
 }

@@ -168,6 +168,29 @@ TEST(Cli, ChatOnNanoK3PrintsAnAnswer) {
   EXPECT_EQ(r.err.find("<think>"), std::string::npos) << r.err;
 }
 
+// A generation_config.json the sampler or the chat would refuse is refused
+// naming the file, before anything loads.
+TEST(Cli, GenerationConfigOutOfRangeNamesTheFile) {
+  TempDir t;
+  fs::create_directories(t.path);
+  const std::string file = (t.path / "generation_config.json").string();
+  for (const auto& [json, problem] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"top_p": 0})", "top_p"},
+           {R"({"top_p": 1e-50})", "top_p"},
+           {R"({"top_p": 1.5})", "top_p"},
+           {R"({"temperature": 1e39})", "temperature"},
+           {R"({"reasoning_effort": "extreme"})", "reasoning_effort"},
+       }) {
+    FILE* f = std::fopen(file.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs(json.c_str(), f);
+    std::fclose(f);
+    Result r = sluice({"run", "-m", t.path.string(), "--chat", "Hello"});
+    EXPECT_NE(r.status, 0) << json;
+    EXPECT_NE(r.err.find(file + ": " + problem), std::string::npos) << json << " -> " << r.err;
+  }
+}
+
 TEST(Cli, ProgressOnStderr) {
   // A prompt of several chunks (-b 4): prefill progress lines; stdout holds only the ids.
   Result r = sluice({"run", "-m", kNano, "--tokens", "448,259,309,412,370,399,335,283,72,307", "-b", "4", "-n", "2",

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "hub/http_response.h"
 
 namespace sluice {
 
@@ -63,73 +64,9 @@ bool transient_curl(CURLcode c) {
   }
 }
 
-// What one attempt (one curl_easy_perform) saw.
-struct Attempt {
-  // Request.
-  uint64_t pos = 0;            // next byte to deliver (absolute)
-  uint64_t end = 0;            // one past the last byte wanted
-  uint64_t file_size = 0;      // ~0 when unknown (get())
-  bool ranged = false;         // a Range header was sent
-  const ByteSink* sink = nullptr;
-  const std::function<void()>* restart = nullptr;
-  std::string* text = nullptr;  // get(): collects the body here
-  uint64_t max_text = 0;
-
-  // Response (the last one: redirects reset it).
-  long status = 0;
-  bool have_range = false;
-  uint64_t cr_first = 0, cr_last = 0, cr_total = 0;
-  bool have_length = false;
-  uint64_t content_length = 0;
-  long retry_after_s = -1;
-  bool body_started = false;
-  uint64_t resp_end = 0;        // one past the last byte this response may carry
-
-  // Stall detection: the time of the last byte (header or body) received.
-  std::chrono::steady_clock::time_point last_data;
-  int stall_timeout_s = 30;
-  bool stalled = false;
-
-  // Outcome.
-  uint64_t delivered = 0;
-  uint64_t received = 0;
-  std::string fatal;            // a protocol problem: not retried
-  bool bad_status = false;      // aborted on an error status
-  std::exception_ptr sink_error;
-};
-
-size_t on_header(char* buf, size_t size, size_t n, void* user) {
-  Attempt& a = *static_cast<Attempt*>(user);
-  a.last_data = std::chrono::steady_clock::now();
-  std::string line(buf, size * n);
-  if (line.rfind("HTTP/", 0) == 0) {
-    a.status = 0;
-    a.have_range = a.have_length = a.body_started = false;
-    a.retry_after_s = -1;
-    size_t sp = line.find(' ');
-    if (sp != std::string::npos) a.status = std::strtol(line.c_str() + sp + 1, nullptr, 10);
-    return size * n;
-  }
-  size_t colon = line.find(':');
-  if (colon == std::string::npos) return size * n;
-  std::string key = line.substr(0, colon);
-  std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  std::string value = trim(line.substr(colon + 1));
-  if (key == "content-range") {
-    a.have_range = parse_content_range(value, &a.cr_first, &a.cr_last, &a.cr_total);
-    if (!a.have_range) a.fatal = "unreadable Content-Range '" + value + "'";
-  } else if (key == "content-length") {
-    a.have_length = parse_u64(value, &a.content_length);
-  } else if (key == "retry-after") {
-    uint64_t s;
-    if (parse_u64(value, &s)) a.retry_after_s = long(std::min<uint64_t>(s, 60));
-  }
-  return size * n;
-}
-
 // Decides, at the first body byte of the final response, whether to take it.
 // Returns false to abort the transfer.
-bool accept_response(Attempt& a) {
+bool accept_response(HttpAttempt& a) {
   a.body_started = true;
   if (a.text) {
     if (a.status != 200) return a.bad_status = true, false;
@@ -174,9 +111,57 @@ bool accept_response(Attempt& a) {
   return false;
 }
 
+size_t on_header(char* buf, size_t size, size_t n, void* user) {
+  http_header_line(*static_cast<HttpAttempt*>(user), std::string_view(buf, size * n));
+  return size * n;
+}
+
 size_t on_body(char* buf, size_t size, size_t n, void* user) {
-  Attempt& a = *static_cast<Attempt*>(user);
-  const size_t len = size * n;
+  return http_body_bytes(*static_cast<HttpAttempt*>(user), buf, size * n);
+}
+
+// Called by libcurl at least once a second: aborts an attempt that has
+// received nothing for stall_timeout_s (libcurl's own low-speed check averages
+// over several seconds, so a burst followed by silence goes unnoticed too long).
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  HttpAttempt& a = *static_cast<HttpAttempt*>(user);
+  if (std::chrono::steady_clock::now() - a.last_data > std::chrono::seconds(a.stall_timeout_s)) {
+    a.stalled = true;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void http_header_line(HttpAttempt& a, std::string_view text) {
+  a.last_data = std::chrono::steady_clock::now();
+  std::string line(text);
+  if (line.rfind("HTTP/", 0) == 0) {
+    a.status = 0;
+    a.have_range = a.have_length = a.body_started = false;
+    a.retry_after_s = -1;
+    size_t sp = line.find(' ');
+    if (sp != std::string::npos) a.status = std::strtol(line.c_str() + sp + 1, nullptr, 10);
+    return;
+  }
+  size_t colon = line.find(':');
+  if (colon == std::string::npos) return;
+  std::string key = line.substr(0, colon);
+  std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  std::string value = trim(line.substr(colon + 1));
+  if (key == "content-range") {
+    a.have_range = parse_content_range(value, &a.cr_first, &a.cr_last, &a.cr_total);
+    if (!a.have_range) a.fatal = "unreadable Content-Range '" + value + "'";
+  } else if (key == "content-length") {
+    a.have_length = parse_u64(value, &a.content_length);
+  } else if (key == "retry-after") {
+    uint64_t s;
+    if (parse_u64(value, &s)) a.retry_after_s = long(std::min<uint64_t>(s, 60));
+  }
+}
+
+size_t http_body_bytes(HttpAttempt& a, const char* buf, size_t len) {
   a.last_data = std::chrono::steady_clock::now();
   a.received += len;
   if (a.status / 100 == 3 || a.status / 100 == 1) return len;  // body of a followed redirect
@@ -204,20 +189,6 @@ size_t on_body(char* buf, size_t size, size_t n, void* user) {
   a.delivered += len;
   return len;
 }
-
-// Called by libcurl at least once a second: aborts an attempt that has
-// received nothing for stall_timeout_s (libcurl's own low-speed check averages
-// over several seconds, so a burst followed by silence goes unnoticed too long).
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  Attempt& a = *static_cast<Attempt*>(user);
-  if (std::chrono::steady_clock::now() - a.last_data > std::chrono::seconds(a.stall_timeout_s)) {
-    a.stalled = true;
-    return 1;
-  }
-  return 0;
-}
-
-}  // namespace
 
 std::string url_escape(const std::string& s, bool keep_slash) {
   static const char* hex = "0123456789ABCDEF";
@@ -311,7 +282,7 @@ void HttpClient::transfer(const std::string& url, uint64_t offset, uint64_t leng
   // the wait before it counts too.
   auto since = std::chrono::steady_clock::now();
   for (;;) {
-    Attempt a;
+    HttpAttempt a;
     a.pos = pos;
     a.end = end;
     a.file_size = file_size;

@@ -18,8 +18,6 @@
 #include <sstream>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/file_io.h"
@@ -284,9 +282,7 @@ void fetch_stream(Setup& s, HttpClient& http, Item& it) {
     if (in && part_size == f.size) {
       std::stringstream ss;
       ss << in.rdbuf();
-      auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-      if (j.is_object() && j.value("header_sha256", "") == header_sha && j.value("size", uint64_t(0)) == f.size)
-        runs_done = std::min<size_t>(j.value("runs_done", size_t(0)), it.runs.size());
+      runs_done = read_stream_progress(ss.str(), f.size, header_sha, it.runs.size());
     }
   }
   if (runs_done == 0) file.truncate(0);
@@ -309,9 +305,7 @@ void fetch_stream(Setup& s, HttpClient& http, Item& it) {
       s.fetched_bytes += n;
     });
     if (::fdatasync(file.fd()) != 0) fail(part, "fdatasync failed: " + errno_text(errno));
-    nlohmann::json j = {{"size", f.size}, {"header_sha256", header_sha}, {"runs_done", r + 1}};
-    std::string text = j.dump();
-    write_file_atomic(progress, text);
+    write_file_atomic(progress, stream_progress_json(f.size, header_sha, r + 1));
   }
   ManifestFile e;
   e.size = f.size;

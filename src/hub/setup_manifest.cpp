@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -170,6 +171,20 @@ void write_stream_manifest(const std::string& dir, const StreamManifest& m) {
             {"backoff_ms", m.backoff_ms},
             {"shards", shards}};
   write_json_file(dir + "/" + kStreamManifestName, j);
+}
+
+std::string stream_progress_json(uint64_t size, const std::string& header_sha256, size_t runs_done) {
+  return json{{"size", size}, {"header_sha256", header_sha256}, {"runs_done", runs_done}}.dump();
+}
+
+size_t read_stream_progress(std::string_view text, uint64_t size, const std::string& header_sha256, size_t runs) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return 0;
+  const auto sha = j.find("header_sha256"), sz = j.find("size"), done = j.find("runs_done");
+  if (sha == j.end() || !sha->is_string() || *sha != header_sha256) return 0;
+  if (sz == j.end() || !sz->is_number_unsigned() || sz->get<uint64_t>() != size) return 0;
+  if (done == j.end() || !done->is_number_unsigned()) return 0;
+  return size_t(std::min<uint64_t>(done->get<uint64_t>(), runs));
 }
 
 }  // namespace sluice

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sluice {
@@ -80,5 +81,13 @@ bool stream_manifest_exists(const std::string& dir);
 // Reads DIR/.sluice-stream.json; throws naming the file if absent or malformed.
 StreamManifest read_stream_manifest(const std::string& dir);
 void write_stream_manifest(const std::string& dir, const StreamManifest& m);
+
+// DIR/.partial/<shard>.sparse.json, beside a stream-mode shard being fetched:
+// {"size", "header_sha256", "runs_done"}, the spine runs already on disk.
+std::string stream_progress_json(uint64_t size, const std::string& header_sha256, size_t runs_done);
+// The runs a progress file says are done, if it records this download (the
+// same shard size and header sha256), at most `runs`; 0 (start over) for
+// anything else, a malformed file included.
+size_t read_stream_progress(std::string_view text, uint64_t size, const std::string& header_sha256, size_t runs);
 
 }  // namespace sluice

@@ -1,0 +1,43 @@
+// A model's generation_config.json (cli/chat_defaults.h), read from a model
+// directory: either refused with an error naming the file, or defaults the
+// rest of `sluice run` accepts (a known reasoning effort, a positive token
+// bound, the sampler's ranges: engine/sampler.h).
+#include <stdlib.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "base/error.h"
+#include "cli/chat_defaults.h"
+#include "fuzz/fuzz_util.h"
+
+namespace {
+
+const std::string& scratch_dir() {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/sluice-fuzz-XXXXXX";
+    if (!mkdtemp(tmpl)) __builtin_trap();
+    return std::string(tmpl);
+  }();
+  return dir;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string& dir = scratch_dir();
+  {
+    std::ofstream f(dir + "/generation_config.json", std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  }
+  try {
+    const sluice::cli::ChatDefaults d = sluice::cli::chat_defaults(dir);
+    const std::string& e = d.reasoning_effort;
+    if (e != "none" && e != "low" && e != "medium" && e != "high" && e != "max") __builtin_trap();
+    if (d.max_new_tokens < 1 || !std::isfinite(d.temperature) || d.temperature < 0) __builtin_trap();
+    if (!(d.top_p > 0 && d.top_p <= 1)) __builtin_trap();
+  } catch (const sluice::Error& e) {
+    if (std::string(e.what()).find("generation_config.json") == std::string::npos) __builtin_trap();
+  }
+  return 0;
+}
