@@ -184,7 +184,7 @@ TEST(CgroupBudget, RunAndServeOnNanoK3PlanWithinA256MiBLimit) {
   httplib::Client client("127.0.0.1", std::stoi(m[1]));
   client.set_read_timeout(120);
   auto res = client.Post("/v1/chat/completions",
-                         R"({"messages":[{"role":"user","content":"Hello"}],"max_tokens":8})", "application/json");
+                         R"({"model":"nanok3","messages":[{"role":"user","content":"Hello"}],"max_tokens":8})", "application/json");
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->status, 200) << res->body;
   kill(serve.pid, SIGTERM);
