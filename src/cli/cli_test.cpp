@@ -218,6 +218,72 @@ TEST(Cli, ProgressOnStderr) {
   EXPECT_NE(r.err.find("sluice: loading spine: "), std::string::npos) << r.err;
 }
 
+// A mistyped command names itself and the nearest one, not "A subcommand is required".
+TEST(Cli, UnknownCommandSuggestsTheNearest) {
+  Result r = sluice({"runn", "-m", kNano});
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err, "sluice: unknown command 'runn' (did you mean run?)\n");
+  r = sluice({"tokenzie"});
+  EXPECT_EQ(r.err, "sluice: unknown command 'tokenzie' (did you mean tokenize?)\n");
+  r = sluice({"frobnicate"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err.rfind("sluice: unknown command 'frobnicate' (commands: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("serve"), std::string::npos) << r.err;
+}
+
+// -m/--model on every command that takes a model; --ram-budget on plan too.
+TEST(Cli, ModelFlagIsTheSameEverywhere) {
+  const std::string tiny = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model";
+  Result r = sluice({"verify", "-m", tiny});
+  EXPECT_EQ(r.status, 0) << r.err << r.out;
+  TempDir dir;
+  fs::create_directories(dir.path);
+  const std::string pack = (dir.path / "spine.int8.pack").string();
+  r = sluice({"pack", "-m", tiny, "--spine", "int8", "--out", pack});
+  EXPECT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_TRUE(fs::exists(pack));
+  r = sluice({"tokenize", "-m", kNano, "--text", "Hello"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::string ids = r.out;
+  while (!ids.empty() && ids.back() == '\n') ids.pop_back();
+  r = sluice({"detokenize", "-m", kNano, "--ids", ids});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("Hello"), std::string::npos) << r.out;
+  r = sluice({"plan", "-m", tiny, "--ram-budget", "1G", "--disk-gbps", "1", "--probe-seconds", "0.05", "--probe-rounds", "1"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("budget       1.074 GB"), std::string::npos) << r.out;
+  // cache-sim's -m needs its text: the parser knows -m.
+  r = sluice({"cache-sim", "-m", kNano});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--text-file"), std::string::npos) << r.err;
+}
+
+// Usage errors come before the spine loads: no memory plan, no load progress.
+TEST(Cli, UsageErrorsComeBeforeTheModelLoads) {
+  // run with nothing to say (stdin is /dev/null).
+  Result r = sluice({"run", "-m", kNano});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("sluice: run: give --tokens, --prompt or --chat"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("memory plan"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("loading spine"), std::string::npos) << r.err;
+  r = sluice({"run", "-m", kNano, "--chat", "Hi", "--temperature", "-1"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err.find("memory plan"), std::string::npos) << r.err;
+  // serve with a broken tokenizer: said before the model opens.
+  TempDir dir;
+  fs::create_directories(dir.path);
+  for (const auto& e : fs::directory_iterator(kNano))
+    if (e.path().filename() != "tiktoken.model") fs::create_symlink(e.path(), dir.path / e.path().filename());
+  FILE* f = std::fopen((dir.path / "tiktoken.model").c_str(), "wb");
+  ASSERT_TRUE(f);
+  std::fputs("not base64 at all\n", f);
+  std::fclose(f);
+  r = sluice({"serve", "-m", dir.path.string(), "--port", "0"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err.find("memory plan"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tiktoken.model"), std::string::npos) << r.err;
+}
+
 // A model with one (dense) layer crashed bench (vector::_M_range_check).
 TEST(Cli, BenchOnOneLayerModels) {
   TempDir dir;

@@ -64,7 +64,8 @@ Command reg("bench", "Benchmark prefill and decode against the disk's read ceili
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   sub.add_option("--queue-depth", a->opt.model.queue_depth, "Reads in flight in all, shared by the spine's loader and the expert reader while the spine streams (default: what `sluice probe --save` measured for this disk, else 16)")->check(CLI::Range(1, 1024));
-  sub.add_option("--probe-seconds", a->opt.probe_seconds, "Time for the random-read probe (0: none)");
+  sub.add_option("--probe-seconds", a->opt.probe_seconds, "Time for the random-read probe (0: none)")
+      ->check(CLI::Range(0.0, 3600.0));
   sub.add_flag("!--no-replay", a->opt.replay, "Skip replaying each step's reads with no compute");
   sub.add_flag("--save-compute", a->opt.save_compute,
                "Keep the median decode compute for `sluice plan` (needs the spine resident; "
@@ -73,7 +74,8 @@ Command reg("bench", "Benchmark prefill and decode against the disk's read ceili
   sub.add_flag("--json", a->json, "One-line JSON record");
   sub.add_option("--rows", a->rows,
                  "Instead: time passes over R sequences decoded together, for each R (e.g. 1,2,4,8)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 16));
   sub.add_option("--draft-max", a->draft_max, "With --rows: draft tokens per sequence and pass (0: none)")
       ->check(CLI::Range(0, 64));
   sub.add_flag("--repetitive", a->repetitive, "With --rows: prompts that repeat a passage (drafts get accepted)");

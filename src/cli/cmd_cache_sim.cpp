@@ -127,7 +127,7 @@ Command reg("cache-sim", "Compare expert cache policies (LRU vs heat) on synthet
                   ->delimiter(',');
               sub.add_option("--half-life", a->half_life, "Heat half-life in tokens");
               sub.add_option("--window", a->window, "Heat recency window in slots (-1: auto)");
-              auto* model = sub.add_option("--model", a->model, "Replay this model's router choices ...");
+              auto* model = sub.add_option("-m,--model", a->model, "Replay this model's router choices ...");
               add_allow_unknown_option(sub, a->allow_unknown);
               sub.add_option("--text-file", a->text_file, "... over this text")->needs(model);
               model->needs("--text-file");

@@ -21,7 +21,7 @@ int run_pack(const PackArgs& a) { return pack_spine(a.model, a.spine, a.out, a.a
 Command reg("pack", "Write a compressed copy of the spine (lossless: bit-exact; int8: lossy) beside the checkpoint",
             [](CLI::App& sub, Action* action) {
               auto a = std::make_shared<PackArgs>();
-              sub.add_option("--model", a->model, "Model directory")->required();
+              sub.add_option("-m,--model", a->model, "Model directory")->required();
               sub.add_option("--spine", a->spine, "lossless (exact) or int8 (per-group int8, lossy: opt in with --spine int8)")->required();
               sub.add_option("--out", a->out, "Pack file (default: DIR/spine.<spine>.pack)");
               add_allow_unknown_option(sub, a->allow_unknown);

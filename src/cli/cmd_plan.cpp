@@ -1,8 +1,15 @@
 // sluice plan — what the engine would keep in RAM for a model under a budget,
 // what a decode step would read and compute, and the seconds per token that
 // follow from this machine's kernels and the given disk.
-//   sluice plan --model DIR | --preset k3  [--ram 64G] [--disk-gbps 7]
+//   sluice plan -m DIR | --preset k3  [--ram-budget 64G] [--dest DIR | --disk-gbps 7]
 //               [--spine bf16|lossless|int8] [--spine-pack FILE] [--cores N] [--hit-rate H]
+//
+// The first line answers in words: will it run, about how many seconds a
+// token and a 300-token answer take, the disk it needs; a "noisy" line
+// follows when the kernel or disk measurements spread over their rounds. The
+// disk is measured (random expert-sized O_DIRECT reads, io/bandwidth_probe.h)
+// unless --disk-gbps says; the hit rate is the one the cache's size justifies
+// (justified_hit_rate) unless --hit-rate says.
 // The plan is plan_memory()'s (k3/model.h), the one open_model() follows; for
 // --preset k3 it runs on K3's shipped config (k3/k3_config.h) with no weights.
 //
@@ -24,20 +31,27 @@
 // median of the latest runs, scaled to this step's kernel bytes), else the
 // kernel probe's rates (kernels/rate_probe.h) over this step's bytes; the
 // output says which.
+#include <sys/statvfs.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/bytes.h"
 #include "base/error.h"
+#include "base/memory_limit.h"
 #include "checkpoint/checkpoint.h"
 #include "engine/compute_profile.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "cli/spine_option.h"
+#include "io/bandwidth_probe.h"
 #include "io/span_reader.h"
 #include "k3/k3_config.h"
 #include "k3/model.h"
@@ -55,19 +69,213 @@ namespace {
 constexpr double kLosslessRatio = 0.665;
 
 struct PlanArgs {
-  std::string model, preset, ram, spine, spine_pack, reserve;
-  double disk_gbps = 7, hit_rate = 0, guess_waste = 0, guess_recall = 0, lossless_ratio = kLosslessRatio, probe_seconds = 0.6;
+  std::string model, preset, ram, spine, spine_pack, reserve, dest;
+  double disk_gbps = 0;  // 0: measure the disk (of --dest, else the model's, else the current folder)
+  double disk_probe_seconds = 1.5;
+  double hit_rate = -1;  // -1: what the cache's size justifies (justified_hit_rate)
+  double guess_waste = 0, guess_recall = 0, lossless_ratio = kLosslessRatio, probe_seconds = 0.6;
   int max_context = 4096, cores = 0, chunk_tokens = 256, probe_rounds = 8;
   bool kernel_probe = false, allow_unknown = false;
 };
 
 double gb(double b) { return b / 1e9; }
 
+// Measurements whose rounds spread more than this (fastest / slowest) are
+// called noisy: the projection may be off by about as much.
+constexpr double kNoisySpread = 1.25;
+constexpr double kAssumedDiskGbps = 7;  // a PCIe 4 NVMe drive, when the disk cannot be measured
+
+// The disk's O_DIRECT read rate for the projection, and how it was had.
+struct DiskRate {
+  double gbps = kAssumedDiskGbps;
+  std::string how;    // for the output: "--disk-gbps", "measured on ...", "assumed ...: why"
+  double spread = 1;  // fastest round / slowest
+  int rounds = 0;     // 0: not measured
+};
+
+uint64_t free_bytes(const std::string& dir) {
+  struct statvfs v {};
+  if (statvfs(dir.c_str(), &v) != 0) return 0;
+  return uint64_t(v.f_bavail) * uint64_t(v.f_frsize);
+}
+
+// Random reads of `read_bytes` (one expert span) as the engine's expert reader
+// makes them, at the queue depth saved for that disk: the model's shards when
+// there, else a scratch file in --dest (or the current folder), deleted after.
+// Three rounds; the median rate, and their spread.
+DiskRate measure_disk(const PlanArgs& a, const Checkpoint& ck, uint64_t read_bytes) {
+  if (a.disk_gbps > 0) return {a.disk_gbps, "given (--disk-gbps)"};
+  constexpr uint64_t kScratch = 1ull << 30;
+  std::vector<std::string> files;
+  std::string where = a.dest.empty() ? "." : a.dest, scratch;
+  if (!layout_only(ck) && a.dest.empty()) {
+    files = ck.shard_paths, where = ck.dir;
+    const uint64_t largest = *std::max_element(ck.shard_sizes.begin(), ck.shard_sizes.end());
+    read_bytes = std::min(read_bytes, largest / 4096 * 4096);
+  } else if (free_bytes(where) < 2 * kScratch) {
+    return {kAssumedDiskGbps, "assumed " + std::to_string(int(kAssumedDiskGbps)) + " GB/s: " + where +
+                                  " has no 2 GB free for a scratch file to measure (--disk-gbps to say)"};
+  } else {
+    scratch = where + "/.sluice-plan-probe-" + std::to_string(getpid());
+    files = {scratch};
+  }
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() {
+      if (!path.empty()) std::remove(path.c_str());
+    }
+  } cleanup{scratch};
+  std::vector<double> rates;
+  bool direct = true;
+  try {
+    if (read_bytes < 4096) fail(where, "no file large enough to measure");
+    if (!scratch.empty()) write_probe_file(scratch, kScratch);
+    ProbeOptions o;
+    o.read_bytes = read_bytes;
+    o.budget_bytes = 64ull << 30;
+    o.max_seconds = a.disk_probe_seconds / 3;
+    o.reader.queue_depth = default_queue_depth(where);
+    for (int round = 0; round < 3; round++) {
+      const ProbeResult r = measure_read_ceiling(files, o);
+      rates.push_back(r.gbps);
+      direct = direct && r.direct;
+    }
+  } catch (const std::exception& e) {
+    return {kAssumedDiskGbps, "assumed " + std::to_string(int(kAssumedDiskGbps)) + " GB/s: measuring failed (" +
+                                  std::string(e.what()) + "; --disk-gbps to say)"};
+  }
+  if (!direct)
+    return {kAssumedDiskGbps, "assumed " + std::to_string(int(kAssumedDiskGbps)) + " GB/s: the file system of " + where +
+                                  " refused O_DIRECT, so a read test measures the page cache (--disk-gbps to say)"};
+  std::sort(rates.begin(), rates.end());
+  char how[300];
+  std::snprintf(how, sizeof how, "measured on the disk of %s: random %.1f MB O_DIRECT reads%s, median of 3 rounds",
+                where.c_str(), double(read_bytes) / 1e6, scratch.empty() ? " of the shards" : " of a scratch file");
+  return {rates[1], how, rates.back() / std::max(rates.front(), 1e-9), 3};
+}
+
+// The expert-cache hit rate the plan can stand behind, and why: every expert
+// in the cache -- each is read once, then only hit; part of them -- the
+// cache's share of all experts, what routing spread evenly over them would
+// hit (real routing repeats experts from token to token, so it is a floor).
+struct HitRate {
+  double rate = 0;
+  std::string why;
+};
+
+HitRate justified_hit_rate(const PlanArgs& a, double slots, double all_experts, uint64_t cache_bytes) {
+  char why[300];
+  if (a.hit_rate >= 0) return {a.hit_rate, "given (--hit-rate)"};
+  if (all_experts <= 0) return {0, "no routed experts"};
+  if (slots >= all_experts) {
+    std::snprintf(why, sizeof why,
+                  "every expert fits in the %.1f GB cache: once each has been read (the first answers read them), "
+                  "a token reads none",
+                  gb(double(cache_bytes)));
+    return {1.0, why};
+  }
+  const double share = slots / all_experts;
+  std::snprintf(why, sizeof why,
+                "the cache holds %.1f %% of all experts: what routing spread evenly would hit (real routing repeats "
+                "experts, so more; --hit-rate to say)",
+                100 * share);
+  return {share, why};
+}
+
+// Disk a full install takes (spine, embedding, routed experts) and a stream
+// install (all but the routed experts, which are fetched as used).
+struct DiskNeed {
+  double full = 0, stream = 0;
+};
+
+DiskNeed disk_need(const Checkpoint& ck, const Spine& bf16_spine) {
+  const ModelConfig& c = ck.config;
+  double experts = 0;
+  for (const auto& layer : ck.experts)
+    for (const FileSpan& e : layer) experts += double(e.length);
+  if (!layout_only(ck)) {
+    double full = 0;
+    for (uint64_t b : ck.shard_sizes) full += double(b);
+    return {full, full - experts};
+  }
+  double spine = double(c.vocab_size) * c.hidden_size * 2;  // the embedding table
+  for (const PackSource& m : bf16_spine.matrix_sources()) spine += double(m.span.length);
+  for (int l = 0; l < c.num_hidden_layers; l++)
+    if (c.is_moe_layer(l)) experts += double(c.num_experts) * double(c.expert_span_bytes());
+  return {spine + experts, spine};
+}
+
+std::string disk_size(double bytes) {
+  char s[40];
+  if (bytes >= 1e12) std::snprintf(s, sizeof s, "%.2f TB", bytes / 1e12);
+  else if (bytes >= 1e10) std::snprintf(s, sizeof s, "%.0f GB", bytes / 1e9);
+  else std::snprintf(s, sizeof s, "%.2f GB", bytes / 1e9);
+  return s;
+}
+
+std::string capitalized(std::string s) {
+  if (!s.empty()) s[0] = char(std::toupper(static_cast<unsigned char>(s[0])));
+  return s;
+}
+
+// "about 12 s per token (a 300-token answer in about 60 minutes)".
+std::string speed_words(double s_per_token) {
+  char s[160];
+  const double answer = 300 * s_per_token;
+  std::snprintf(s, sizeof s, s_per_token >= 10 ? "about %.0f s per token" : s_per_token >= 0.1 ? "about %.1f s per token"
+                                                                                                : "about %.3f s per token",
+                s_per_token);
+  std::string out = s;
+  if (answer < 90) std::snprintf(s, sizeof s, " (a 300-token answer in about %.0f seconds)", std::max(answer, 1.0));
+  else if (answer < 5400) std::snprintf(s, sizeof s, " (a 300-token answer in about %.0f minutes)", answer / 60);
+  else std::snprintf(s, sizeof s, " (a 300-token answer in about %.1f hours)", answer / 3600);
+  return out + s;
+}
+
+// The first line: the answer in words (will it run, how fast, the disk it
+// needs); then a line when a measurement was noisy.
+void print_answer(const PlanArgs& a, const Checkpoint& ck, const std::string& name, const MemoryPlan& p,
+                  double projected, const DiskNeed& need, const kernels::KernelRates& r, const DiskRate& disk) {
+  const MemoryLimit usable = usable_memory();
+  const std::string where = !a.ram.empty() && usable.bytes > 0 && p.budget > usable.bytes
+                                ? "with " + format_bytes(p.budget) + " of RAM (more than " + describe(usable) + ")"
+                                : "here (budget " + format_bytes(p.budget) + ")";
+  std::string needs = layout_only(ck) ? "needs " + disk_size(need.full) + " of disk (a stream install: " +
+                                            disk_size(need.stream) + ")"
+                                      : "reads " + disk_size(need.full) + " installed in " + ck.dir;
+  const uint64_t free = a.dest.empty() ? 0 : free_bytes(a.dest);
+  if (!a.dest.empty() && double(free) < need.stream) {
+    std::printf("%s will not fit on the disk of %s: a stream install needs %s (full: %s), %s is free; with room, %s\n",
+                capitalized(name).c_str(), a.dest.c_str(), disk_size(need.stream).c_str(), disk_size(need.full).c_str(),
+                disk_size(double(free)).c_str(), speed_words(projected).c_str());
+  } else {
+    if (!a.dest.empty() && double(free) < need.full)
+      needs += "; " + a.dest + " has " + disk_size(double(free)) + " free: room for a stream install, not a full one";
+    std::printf("%s will run %s: %s; %s\n", capitalized(name).c_str(), where.c_str(), speed_words(projected).c_str(),
+                needs.c_str());
+  }
+  std::string noisy;
+  char part[200];
+  if (r.spread > kNoisySpread) {
+    std::snprintf(part, sizeof part, "kernel rates spread %.2fx over %d rounds", r.spread, r.rounds);
+    noisy += part;
+  }
+  if (disk.rounds > 0 && disk.spread > kNoisySpread) {
+    std::snprintf(part, sizeof part, "%sdisk reads spread %.2fx over %d rounds", noisy.empty() ? "" : ", ", disk.spread,
+                  disk.rounds);
+    noisy += part;
+  }
+  if (!noisy.empty())
+    std::printf("noisy        %s: this machine was busy while measuring, so the seconds per token may be off by as "
+                "much; run plan again when it is idle\n",
+                noisy.c_str());
+}
+
 int run_plan(const PlanArgs& a) {
   if (a.model.empty() == a.preset.empty()) fail("plan", "give either --model DIR or --preset k3");
   const Checkpoint ck = a.preset.empty() ? open_checkpoint_warning(a.model, a.allow_unknown) : layout_checkpoint(k3_config(), "Kimi K3");
   ModelOptions o;
-  o.ram_budget = a.ram.empty() ? 0 : parse_byte_size(a.ram, "--ram");
+  o.ram_budget = a.ram.empty() ? 0 : parse_byte_size(a.ram, "--ram-budget");
   o.spine = a.spine;
   o.max_context = a.max_context;
   o.whole_process = true;  // as `run` plans: the budget holds the whole process
@@ -97,7 +305,17 @@ int run_plan(const PlanArgs& a) {
     spine_what = what;
   }
   Spine spine(ck, o.spine_chunk_bytes, pack);
-  const MemoryPlan p = plan_memory(ck, spine, o);
+  const std::string name = layout_only(ck) ? ck.dir : "the model in " + ck.dir;
+  MemoryPlan p;
+  try {
+    p = plan_memory(ck, spine, o);
+  } catch (const Error& e) {
+    // The answer first, then the same error as open_model gives, on stderr.
+    std::printf("%s will not run %s: %s\n", capitalized(name).c_str(),
+                a.ram.empty() ? "here" : ("with a " + a.ram + " budget").c_str(), e.what());
+    std::fflush(stdout);
+    throw;
+  }
   const ModelConfig& c = ck.config;
 
   // What one decode step reads, by class, and pushes through each kernel.
@@ -106,7 +324,11 @@ int run_plan(const PlanArgs& a) {
   const int moe = mix.moe_layers;
   const double span = double(SpanReader::direct_bytes(0, c.expert_span_bytes()));
   const double touched = mix.touched;
-  const double missed = touched * (1.0 - a.hit_rate) * span;
+  const double all_experts = double(moe) * c.num_experts;
+  const double slots = std::min(all_experts, std::floor(double(p.expert_cache) / std::max(1.0, double(SpanReader::direct_capacity(c.expert_span_bytes())))));
+  const HitRate hit = justified_hit_rate(a, slots, all_experts, p.expert_cache);
+  const DiskRate disk = measure_disk(a, ck, c.num_experts > 0 ? c.expert_span_bytes() : 16ull << 20);
+  const double missed = touched * (1.0 - hit.rate) * span;
   // Guesses read for nothing: the prefetch reads the previous token's route
   // for the next layer before its router runs, and the experts it guessed
   // wrong (and did not find cached) are read beside the misses, on the same
@@ -116,7 +338,7 @@ int run_plan(const PlanArgs& a) {
   const double expert_read = missed + wasted;
   const double embed = double(c.hidden_size) * 2;
   const double io_bytes = layers_read + head_read + expert_read + embed;
-  const double io_floor = io_bytes / (a.disk_gbps * 1e9);
+  const double io_floor = io_bytes / (disk.gbps * 1e9);
 
   kernels::KernelRates r = kernels::measure_kernel_rates(a.cores > 0 ? 1 : 0, a.probe_seconds, a.probe_rounds);
   const int cores = a.cores > 0 ? a.cores : r.threads;
@@ -140,7 +362,7 @@ int run_plan(const PlanArgs& a) {
   // wrong guesses on the same disk; what does not fit in that layer's compute
   // waits, and the misses no guess caught are read after their router, while
   // compute waits.
-  const double rate = a.disk_gbps * 1e9;
+  const double rate = disk.gbps * 1e9;
   const double lead = compute_floor / std::max(c.num_hidden_layers, 1);  // one layer's compute
   const double ahead_per_layer = moe > 0 ? (missed * a.guess_recall + wasted) / moe / rate : 0;
   const double spill = double(moe) * std::max(0.0, ahead_per_layer - lead);
@@ -166,8 +388,7 @@ int run_plan(const PlanArgs& a) {
   const double critical = std::max(guessed_path, boundary_path);
   const double projected = std::max(io_floor, critical);
 
-  const double all_experts = double(moe) * c.num_experts;
-  const double slots = std::min(all_experts, std::floor(double(p.expert_cache) / std::max(1.0, double(SpanReader::direct_capacity(c.expert_span_bytes())))));
+  print_answer(a, ck, name, p, projected, disk_need(ck, spine), r, disk);
   std::printf("model        %s%s: %d layers (%d MoE), top-%d of %d experts, expert %.1f MB\n",
               layout_only(ck) ? "Kimi K3, config shipped in src/k3/k3_config.cpp (docs/k3-spec.md §1)" : ck.dir.c_str(),
               layout_only(ck) ? ", no weights" : "", c.num_hidden_layers, moe, c.num_experts_per_token, c.num_experts,
@@ -185,9 +406,14 @@ int run_plan(const PlanArgs& a) {
               gb(double(p.expert_buffers)));
   std::printf("per token    spine streamed %.3f GB, head streamed %.3f GB, experts %.3f GB (%.0f of %.0f read at "
               "hit rate %.2f; + %.3f GB of wrong guesses at --guess-waste %.2f), embedding row %.6f GB\n",
-              gb(layers_read), gb(head_read), gb(expert_read), touched * (1.0 - a.hit_rate), touched, a.hit_rate,
+              gb(layers_read), gb(head_read), gb(expert_read), touched * (1.0 - hit.rate), touched, hit.rate,
               gb(wasted), a.guess_waste, gb(embed));
-  std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", io_floor, gb(io_bytes), a.disk_gbps);
+  std::printf("hit rate     %.2f: %s\n", hit.rate, hit.why.c_str());
+  if (disk.rounds > 0)
+    std::printf("disk         %.2f GB/s %s (rounds spread %.2fx)\n", disk.gbps, disk.how.c_str(), disk.spread);
+  else
+    std::printf("disk         %.2f GB/s %s\n", disk.gbps, disk.how.c_str());
+  std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", io_floor, gb(io_bytes), disk.gbps);
   std::printf("kernels      %s %d core%s, %s kernels: bf16 matvec %.2f GB/s, int8 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, "
               "lossless decode %.2f GB/s (medians of %d interleaved rounds; rounds spread up to %.2fx)\n",
               a.cores > 0 ? "one core's rates measured here (its CPU time), times" : "measured here now (wall time) on",
@@ -233,15 +459,25 @@ int run_plan(const PlanArgs& a) {
 Command reg("plan", "What the engine would keep resident, read and compute per token, and its seconds per token",
             [](CLI::App& sub, Action* action) {
               auto a = std::make_shared<PlanArgs>();
-              auto* model = sub.add_option("--model", a->model, "Model directory");
+              auto* model = sub.add_option("-m,--model", a->model, "Model directory");
               sub.add_option("--preset", a->preset, "A known model instead of a directory: k3 (Kimi K3, no weights needed)")
                   ->check(CLI::IsMember({"k3"}))
                   ->excludes(model);
-              sub.add_option("--ram", a->ram, "RAM budget, e.g. 64G (default: 3/4 of this machine's RAM)");
-              sub.add_option("--disk-gbps", a->disk_gbps, "Disk read bandwidth in GB/s")->check(CLI::PositiveNumber);
+              sub.add_option("--ram-budget,--ram", a->ram,
+                             "RAM budget, e.g. 64G (default: 3/4 of this machine's RAM or its cgroup's limit, the smaller)");
+              sub.add_option("--disk-gbps", a->disk_gbps,
+                             "Disk read bandwidth in GB/s (default: measured on the disk of --dest, else of the "
+                             "model's shards, else of the current folder)")
+                  ->check(CLI::PositiveNumber);
+              sub.add_option("--dest", a->dest,
+                             "The folder the model will be installed in: its disk is measured, its free space checked");
+              sub.add_option("--disk-probe-seconds", a->disk_probe_seconds, "Time spent measuring the disk (3 rounds)")
+                  ->check(CLI::Range(0.05, 60.0));
               sub.add_option("--cores", a->cores, "Project for N cores (per-core kernel rates measured here, times N)")
                   ->check(CLI::Range(1, 4096));
-              sub.add_option("--hit-rate", a->hit_rate, "Expected expert-cache hit rate")->check(CLI::Range(0.0, 1.0));
+              sub.add_option("--hit-rate", a->hit_rate,
+                             "Expected expert-cache hit rate (default: 1 when every expert fits in the cache, else "
+                             "the cache's share of all experts)")->check(CLI::Range(0.0, 1.0));
               sub.add_option("--guess-waste", a->guess_waste,
                              "Experts the prefetch guesses read for nothing, per missed expert byte (bench: "
                              "prefetch_wasted_bytes_per_token over the missed experts' bytes)")

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <regex>
@@ -81,7 +82,7 @@ TEST(CliPlan, PresetK3NeedsNoWeights) {
   EXPECT_NE(p64.find("Kimi K3"), std::string::npos) << p64;
   EXPECT_NE(p64.find("(part)"), std::string::npos) << p64;
   EXPECT_GT(seconds_per_token(p64), 1.0) << p64;  // ~55 GB of spine streams per token
-  const std::string p512 = run(k + " --ram 512G --disk-gbps 7", &rc);
+  const std::string p512 = run(k + " --ram 512G --disk-gbps 7 --hit-rate 0", &rc);
   EXPECT_NE(p512.find("(all of it)"), std::string::npos) << p512;
   EXPECT_LT(number_after(p512, "I/O floor   "), number_after(p64, "I/O floor   ")) << p512;
   // With the spine resident a token reads only experts, and those reads wait
@@ -111,7 +112,7 @@ TEST(CliPlan, PresetK3NeedsNoWeights) {
   EXPECT_LT(lossless_spine, 0.7 * bf16_spine) << l64;
   EXPECT_GT(number_after(l64, ", decode"), 0) << l64;
   // --cores N: one core's rates times N, and the compute floor is bytes / rate.
-  const std::string c8 = run(k + " --ram 512G --cores 8", &rc);
+  const std::string c8 = run(k + " --ram 512G --cores 8 --disk-gbps 7", &rc);
   EXPECT_NE(c8.find("times 8 cores"), std::string::npos) << c8;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(c8, m, std::regex("kernel floor [0-9.]+ s per token: bf16 ([0-9.]+) GB \\(([0-9.]+) s\\)")))
@@ -131,7 +132,7 @@ TEST(CliPlan, PresetK3NeedsNoWeights) {
     // A disk slow enough that a layer's reads outlast its compute on any
     // machine (the compute is measured here: under ASan on 2 cores a layer
     // took 0.8 s, longer than its 0.28 GB at 0.5 GB/s): reads spill.
-    const std::string g = run(k + " --ram 512G --disk-gbps 0.05 --guess-recall 1", &rc);
+    const std::string g = run(k + " --ram 512G --disk-gbps 0.05 --guess-recall 1 --hit-rate 0", &rc);
     ASSERT_EQ(rc, 0) << g;
     EXPECT_EQ(number_after(g, "compute floor \\+"), 0) << g;  // no miss left for after the router
     const double lead = number_after(g, "one layer's compute of");
@@ -141,7 +142,7 @@ TEST(CliPlan, PresetK3NeedsNoWeights) {
     EXPECT_GT(spill, 1) << g;
     // Within the printed digits: experts_gb to 1e-3 GB (0.01 s at 0.05 GB/s), the lead to 1e-3 s (x 92).
     EXPECT_NEAR(spill, 92 * std::max(0.0, experts_gb / 92 / 0.05 - lead), 0.1) << g;
-    const std::string w = run(k + " --ram 512G --disk-gbps 7 --guess-waste 0.5", &rc);
+    const std::string w = run(k + " --ram 512G --disk-gbps 7 --guess-waste 0.5 --hit-rate 0", &rc);
     EXPECT_NEAR(number_after(w, "per token .* experts"), 1.5 * experts_gb, 0.002) << w;
     EXPECT_NE(w.find("wrong guesses at --guess-waste 0.50"), std::string::npos) << w;
   }
@@ -173,6 +174,87 @@ TEST(CliPlan, PresetK3NeedsNoWeights) {
   EXPECT_NE(rc, 0);
 }
 
+std::string first_line(const std::string& out) { return out.substr(0, out.find('\n')); }
+
+// The first line answers in words; --ram-budget is --ram.
+TEST(CliPlan, FirstLineAnswersInWords) {
+  int rc = 0;
+  const std::string k = "plan --preset k3 --probe-seconds 0.05 --probe-rounds 2";
+  const std::string p = run(k + " --ram 64G --disk-gbps 7", &rc);
+  ASSERT_EQ(rc, 0) << p;
+  const std::string line = first_line(p);
+  EXPECT_NE(line.find("s per token"), std::string::npos) << p;
+  // "here" where the machine has the RAM, else what it has.
+  EXPECT_TRUE(std::regex_search(line, std::regex(R"(^Kimi K3 will run (here \(budget 64.0 GiB\)|with 64.0 GiB of RAM \(more than .*\)): about [0-9.]+ s per token)")))
+      << line;
+  EXPECT_NE(line.find("a 300-token answer in about "), std::string::npos) << p;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(line, m, std::regex(R"(needs ([0-9.]+) TB of disk \(a stream install: ([0-9]+) GB\))")))
+      << line;
+  EXPECT_GT(std::stod(m[1]), 1.0) << line;  // ~1.5 TB of weights
+  EXPECT_LT(std::stod(m[2]), 400) << line;  // all but the routed experts
+  EXPECT_NE(p.find("projected    "), std::string::npos) << p;
+  const std::string b = run(k + " --ram-budget 64G --disk-gbps 7", &rc);
+  ASSERT_EQ(rc, 0) << b;
+  EXPECT_EQ(number_after(b, "budget      "), number_after(p, "budget      ")) << b;
+  // More RAM than this machine has: "would", and what it has.
+  const std::string big = run(k + " --ram 64T --disk-gbps 7", &rc);
+  EXPECT_EQ(first_line(big).rfind("Kimi K3 will run with 64.0 TiB of RAM (more than ", 0), 0u) << big;
+  // Below the working minimum: the answer says so first.
+  const std::string no = run(k + " --ram 1G --disk-gbps 7", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_EQ(no.rfind("Kimi K3 will not run with a 1G budget: ", 0), 0u) << no;
+}
+
+// The hit rate the cache justifies: every expert in RAM -> hits (no expert
+// read per token); part of them -> the cache's share; --hit-rate overrides.
+TEST(CliPlan, HitRateFollowsWhatTheCacheHolds) {
+  int rc = 0;
+  const std::string k = "plan --preset k3 --probe-seconds 0.05 --probe-rounds 2 --disk-gbps 7";
+  const std::string all = run(k + " --ram 2T", &rc);
+  ASSERT_EQ(rc, 0) << all;
+  EXPECT_NE(all.find("hit rate     1.00: every expert fits in the"), std::string::npos) << all;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(all, m, std::regex("experts ([0-9.]+) GB \\(([0-9]+) of ([0-9]+) read"))) << all;
+  EXPECT_EQ(std::stod(m[1]), 0.0) << all;
+  EXPECT_EQ(m[2], "0") << all;
+  const std::string misses = run(k + " --ram 2T --hit-rate 0", &rc);
+  EXPECT_LT(seconds_per_token(all), seconds_per_token(misses)) << all << misses;
+  const std::string part = run(k + " --ram 512G", &rc);
+  ASSERT_TRUE(std::regex_search(part, m, std::regex(R"(hit rate     ([0-9.]+): the cache holds ([0-9.]+) % of all experts)")))
+      << part;
+  EXPECT_GT(std::stod(m[1]), 0.0) << part;
+  EXPECT_LT(std::stod(m[1]), 1.0) << part;
+  EXPECT_NEAR(std::stod(m[1]), std::stod(m[2]) / 100, 0.006) << part;
+  ASSERT_TRUE(std::regex_search(part, m, std::regex("\\(([0-9]+) of ([0-9]+) read at hit rate ([0-9.]+)"))) << part;
+  EXPECT_NEAR(std::stod(m[1]), std::stod(m[2]) * (1 - std::stod(m[3])), 1.0) << part;
+}
+
+// Without --disk-gbps the disk is measured: the model's shards, or a scratch
+// file in --dest (removed after); a file system without O_DIRECT is said.
+TEST(CliPlan, MeasuresTheDiskUnlessTold) {
+  const std::string model = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model";
+  int rc = 0;
+  const std::string p = run("plan -m " + model + " --ram 1G --probe-seconds 0.05 --probe-rounds 1 --disk-probe-seconds 0.15", &rc);
+  ASSERT_EQ(rc, 0) << p;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(p, m, std::regex(R"(\ndisk         ([0-9.]+) GB/s (measured on the disk of |assumed 7 GB/s: the file system)(.*))")))
+      << p;
+  if (m[2] == "measured on the disk of ") {
+    EXPECT_NE(m[3].str().find(model), std::string::npos) << p;
+    EXPECT_NE(m[3].str().find("rounds spread"), std::string::npos) << p;
+  }
+  EXPECT_NEAR(number_after(p, "GB at"), std::stod(m[1]), 0.006) << p;  // the I/O floor uses it
+  const std::string dest = std::string(SLUICE_BINARY) + ".plan_dest";
+  std::filesystem::create_directories(dest);
+  const std::string d = run("plan --preset k3 --ram 64G --probe-seconds 0.05 --probe-rounds 1 --disk-probe-seconds 0.15 --dest " + dest, &rc);
+  ASSERT_EQ(rc, 0) << d;
+  EXPECT_NE(first_line(d).find("s per token"), std::string::npos) << d;
+  EXPECT_TRUE(std::regex_search(d, std::regex("\ndisk         [0-9.]+ GB/s (measured on the disk of " + dest + "|assumed)"))) << d;
+  EXPECT_TRUE(std::filesystem::is_empty(dest)) << "the scratch file was left in " << dest;
+  std::filesystem::remove_all(dest);
+}
+
 // The token boundary (head, the layers before the first MoE layer, its
 // attention and router) has no expert read of the step to overlap, so a step
 // takes at least the boundary plus every expert byte at the disk rate. bench
@@ -199,7 +281,7 @@ TEST(CliPlan, TheTokenBoundaryComesBeforeTheExpertReads) {
   // A disk slow enough that the expert reads outlast any compute: the
   // boundary's path sets the step, with bench's boundary (this very model: no scaling).
   const std::string p = run("SLUICE_COMPUTE_PROFILE=" + path + " plan --model " + model +
-                                " --disk-gbps 0.0005 --spine bf16 --probe-seconds 0.05 --probe-rounds 1 --guess-recall 1",
+                                " --disk-gbps 0.0005 --spine bf16 --probe-seconds 0.05 --probe-rounds 1 --guess-recall 1 --hit-rate 0",
                             &rc);
   ASSERT_EQ(rc, 0) << p;
   EXPECT_NE(p.find("`sluice bench --save-compute`'s, scaled to these bytes"), std::string::npos) << p;

@@ -306,6 +306,19 @@ int run_run(RunArgs& a) {
   // the model's spine has loaded. (--tokens --ids needs none.)
   std::optional<text::Tokenizer> tok;
   if (token_prompt.empty() || !a.ids) tok.emplace(text::Tokenizer::load(a.m.dir));
+  // The prompt and a piped message too: an empty one is a usage error, said
+  // before the spine loads.
+  std::vector<int> text_prompt;
+  if (!a.prompt.empty()) {
+    text_prompt = tok->encode(a.prompt, /*allow_special=*/true);
+    if (text_prompt.empty()) fail("--prompt", "the prompt is empty");
+  }
+  std::string piped;
+  if (chat && a.chat.empty() && !isatty(STDIN_FILENO)) {
+    piped.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    while (!piped.empty() && (piped.back() == '\n' || piped.back() == '\r')) piped.pop_back();
+    if (piped.empty()) fail("run", "give --tokens, --prompt or --chat, pipe a message on stdin, or run on a terminal");
+  }
   ModelOptions mo = model_options(a.m);
   mo.chunk_tokens = a.batch;
   // Saved prefix states (the prompt end and the reply end, for the next chat turn) are part of the plan.
@@ -320,17 +333,11 @@ int run_run(RunArgs& a) {
     std::vector<int> stops = a.ids ? std::vector<int>{} : text::chat_stop_ids(r.tokenizer());
     return r.generate_and_print(token_prompt, false, false, stops).cancelled ? 130 : 0;
   }
-  if (!a.prompt.empty()) {
-    std::vector<int> p = r.tokenizer().encode(a.prompt, /*allow_special=*/true);
-    if (p.empty()) fail("--prompt", "the prompt is empty");
-    return r.generate_and_print(p, false, false, text::chat_stop_ids(r.tokenizer())).cancelled ? 130 : 0;
-  }
+  if (!text_prompt.empty())
+    return r.generate_and_print(text_prompt, false, false, text::chat_stop_ids(r.tokenizer())).cancelled ? 130 : 0;
   if (!a.chat.empty()) return r.chat_once(a.chat);
-  if (isatty(STDIN_FILENO)) return r.interactive();
-  std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-  while (!input.empty() && (input.back() == '\n' || input.back() == '\r')) input.pop_back();
-  if (input.empty()) fail("run", "give --tokens, --prompt or --chat, pipe a message on stdin, or run on a terminal");
-  return r.chat_once(input);
+  if (piped.empty()) return r.interactive();
+  return r.chat_once(piped);
 }
 
 Command reg("run", "Generate from a prompt, or chat (interactively on a terminal)", [](CLI::App& sub, Action* action) {

@@ -120,9 +120,11 @@ int run_serve(ServeArgs& a) {
   std::fprintf(stderr, "sluice serve: --parallel %d: up to %d sequences decoded together%s\n", a.opt.parallel,
                a.opt.parallel, a.parallel > 0 ? "" : " (the default for this budget)");
 
-  // Declared before the server, so they outlive it.
+  // Declared before the server, so they outlive it. The tokenizer first: a
+  // broken tokenizer file fails in milliseconds, not after the spine has loaded.
   std::unique_ptr<Model> model;
   std::optional<text::Tokenizer> tok;
+  tok.emplace(text::Tokenizer::load(a.m.dir));
   serve::Server server(a.opt);
   server.bind();
   std::fprintf(stderr, "sluice serve: http://%s:%d/ is up; loading the model (GET /health answers 503 until ready)\n",
@@ -168,8 +170,6 @@ int run_serve(ServeArgs& a) {
     server.set_loading("opening the model");
     if (a.test_load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.test_load_delay_ms));
     model = open_model(a.m.dir, mopt);
-    server.set_loading("loading the tokenizer");
-    tok.emplace(text::Tokenizer::load(a.m.dir));
     server.attach(*model, *tok);
     const MemoryPlan& p = model->plan;
     std::fprintf(stderr,

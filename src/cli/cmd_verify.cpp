@@ -57,7 +57,7 @@ int run_verify(const VerifyArgs& a) {
 Command reg("verify", "Check an installed model: files, hashes, config, span index, span cache",
             [](CLI::App& sub, Action* action) {
               auto a = std::make_shared<VerifyArgs>();
-              sub.add_option("--model", a->model, "Model directory")->required();
+              sub.add_option("-m,--model", a->model, "Model directory")->required();
               sub.add_flag("--repair", a->repair,
                            "Delete bad cache entries and partial downloads; forget bad files so setup refetches them");
               *action = [a] { return run_verify(*a); };

@@ -4,6 +4,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "base/escape.h"
@@ -36,6 +37,37 @@ int parse_error(CLI::App& app, const CLI::ParseError& e) {
   return e.get_exit_code();
 }
 
+// Edits (insert, delete, substitute, swap two neighbours) from a to b.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); i++) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); j++) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); i++)
+    for (size_t j = 1; j <= b.size(); j++) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// "sluice runn": CLI11 would say only that a subcommand is required; name the
+// word it did not know and the nearest command (or list them all).
+bool unknown_command(const std::vector<sluice::cli::CommandEntry>& reg, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return false;
+  const std::string word = argv[1];
+  std::string nearest, all;
+  size_t best = 3;  // more edits than this is not a typo
+  for (const auto& e : reg) {
+    if (e.name == word) return false;
+    all += (all.empty() ? "" : ", ") + e.name;
+    const size_t d = edit_distance(word, e.name);
+    if (d < best || (nearest.empty() && e.name.rfind(word, 0) == 0)) best = std::min(d, best), nearest = e.name;
+  }
+  std::fprintf(stderr, "sluice: unknown command '%s' (%s%s)\n", sluice::escape_control(word).c_str(),
+               nearest.empty() ? "commands: " : "did you mean ", nearest.empty() ? all.c_str() : (nearest + "?").c_str());
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,6 +84,7 @@ int main(int argc, char** argv) {
     sluice::cli::Action* slot = actions.back().get();
     entry.setup(*sub, slot);
   }
+  if (unknown_command(reg, argc, argv)) return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "base/bytes.h"
+#include "base/memory_limit.h"
 #include "cli/progress.h"
 #include "cli/spine_option.h"
 #include "hub/http_experts.h"
@@ -14,7 +15,7 @@ namespace sluice::cli {
 void add_model_options(CLI::App& sub, ModelArgs& a) {
   sub.add_option("-m,--model", a.dir, "Model directory")->required();
   sub.add_option("--ram-budget", a.ram_budget,
-                 "Memory the whole process may use: 512M, 16G (GiB), 16GB (1e9 bytes) (default: 3/4 of RAM)");
+                 "Memory the whole process may use: 512M, 16G (GiB), 16GB (1e9 bytes) (default: 3/4 of RAM, or of the cgroup memory limit when smaller)");
   sub.add_option("-c,--ctx-size", a.ctx_size, "Context length the memory plan reserves state for (default 4096)")
       ->check(CLI::Range(1, 1 << 24));
   sub.add_option("-t,--threads", a.threads, "Kernel threads (default: every CPU)")->check(CLI::Range(1, 1024));
@@ -88,8 +89,11 @@ ModelOptions model_options(const ModelArgs& a) {
     // Said with the plan, once the checkpoint has opened (a bad model stays one error line).
     const int ctx = o.max_context;
     const std::string device = describe_backend(*o.backend);
-    o.on_plan = [ctx, device](const MemoryPlan& p) {
-      std::fprintf(stderr, "sluice: device: %s\nsluice: memory plan: %s\n", device.c_str(), describe_plan(p, ctx).c_str());
+    // Without --ram-budget, say what the budget was taken from (RAM, or a container's cgroup limit).
+    const std::string basis = a.ram_budget.empty() ? " (no --ram-budget: 3/4 of " + describe(usable_memory()) + ")" : "";
+    o.on_plan = [ctx, device, basis](const MemoryPlan& p) {
+      std::fprintf(stderr, "sluice: device: %s\nsluice: memory plan: %s%s\n", device.c_str(),
+                   describe_plan(p, ctx).c_str(), basis.c_str());
     };
     auto line = std::make_shared<ProgressLine>("loading spine");
     o.load_progress = [line](uint64_t done, uint64_t total) { line->bytes(done, total); };

@@ -21,7 +21,7 @@ struct TokenizerArgs {
 };
 
 inline void add_tokenizer_options(CLI::App& sub, TokenizerArgs& a) {
-  auto* model = sub.add_option("--model", a.model_dir, "model directory (tiktoken.model + tokenizer_config.json)");
+  auto* model = sub.add_option("-m,--model", a.model_dir, "model directory (tiktoken.model + tokenizer_config.json)");
   auto* tk = sub.add_option("--tiktoken", a.tiktoken, "a tiktoken vocabulary file instead of --model");
   model->excludes(tk);
   sub.add_option("--config", a.config, "tokenizer_config.json with special tokens (with --tiktoken)")->needs(tk);

@@ -19,6 +19,7 @@
 
 #include "base/bytes.h"
 #include "base/error.h"
+#include "base/memory_limit.h"
 #include "base/numeric.h"
 #include "base/read_fault.h"
 #include "k3/layers.h"
@@ -27,10 +28,12 @@
 
 namespace sluice {
 
+// 3/4 of the memory this process may use (the smaller of RAM and its cgroup's
+// limit, base/memory_limit.h): leave a quarter to the OS and the page cache
+// (inside a cgroup: to the page cache its limit also charges).
 uint64_t default_ram_budget() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return 8ull << 30;
-  return uint64_t(pages) * uint64_t(page) / 4 * 3;  // leave a quarter to the OS and the page cache
+  const uint64_t usable = usable_memory().bytes;
+  return usable > 0 ? usable / 4 * 3 : 8ull << 30;
 }
 
 int default_queue_depth(const std::string& dir, bool* saved) {
