@@ -250,7 +250,7 @@ TEST(Cli, BenchPrintsATableUnlessJson) {
   ASSERT_EQ(lines.size(), 3u) << r.out;
   for (const char* col : {"| model", "prefill tok/s", "decode s/token", "io_efficiency", "step_over_floor"})
     EXPECT_NE(lines[0].find(col), std::string::npos) << col << "\n" << r.out;
-  EXPECT_TRUE(std::regex_match(lines[1], std::regex(R"((\|-+ )+\|)"))) << lines[1];
+  EXPECT_TRUE(std::regex_match(lines[1], std::regex(R"((\| -+ )+\|)"))) << lines[1];
   EXPECT_EQ(lines[2].rfind("| one ", 0), 0u) << lines[2];
   EXPECT_NE(r.err.find("--json"), std::string::npos) << r.err;
   Result rows = sluice({"bench", "-m", out, "-p", "4", "-n", "3", "--rows", "1,2"});
