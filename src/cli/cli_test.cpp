@@ -284,6 +284,30 @@ TEST(Cli, UsageErrorsComeBeforeTheModelLoads) {
   EXPECT_NE(r.err.find("tiktoken.model"), std::string::npos) << r.err;
 }
 
+// cache-sim over a model's routing shows the spine loading and the pass over
+// the text (it ran silent for over a minute on a large model), and with
+// --prefetch-tokens the decode; the tables stay on stdout.
+TEST(Cli, CacheSimOverAModelShowsProgress) {
+  TempDir dir;
+  fs::create_directories(dir.path);
+  const std::string text = (dir.path / "short.txt").string();
+  {
+    std::string held = slurp(kNano + "/heldout.txt");
+    FILE* f = std::fopen(text.c_str(), "wb");
+    ASSERT_TRUE(f);
+    std::fwrite(held.data(), 1, std::min<size_t>(held.size(), 600), f);
+    std::fclose(f);
+  }
+  Result r = sluice({"cache-sim", "--model", kNano, "--text-file", text, "--budgets", "10,50"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("sluice: loading spine: "), std::string::npos) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(sluice: routing: (\d+) of \1 tokens \(100%\))"))) << r.err;
+  EXPECT_NE(r.out.find("budget%"), std::string::npos) << r.out;
+  Result p = sluice({"cache-sim", "--model", kNano, "--text-file", text, "--prefetch-tokens", "8"});
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(p.err.find("sluice: decode: 8 of 8 tokens (100%)"), std::string::npos) << p.err;
+}
+
 // A model with one (dense) layer crashed bench (vector::_M_range_check).
 TEST(Cli, BenchOnOneLayerModels) {
   TempDir dir;
@@ -296,6 +320,35 @@ TEST(Cli, BenchOnOneLayerModels) {
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["decode_steps_s"].size(), 3u);
   EXPECT_NE(r.err.find("sluice: decode: 3 of 3 steps (100%)"), std::string::npos) << r.err;
+}
+
+// Without --json bench prints a short table for a person (a header naming the
+// headline figures, a rule, one row), not the record; --json keeps the record.
+TEST(Cli, BenchPrintsATableUnlessJson) {
+  TempDir dir;
+  const std::string out = (dir.path / "one").string();
+  Result m = sluice({"make-model", "--preset", "tiny", "--layers", "1", "--mla-layers", "1", "--shards", "1", "--seed",
+                     "5", "--out", out});
+  ASSERT_EQ(m.status, 0) << m.err << m.out;
+  Result r = sluice({"bench", "-m", out, "-p", "8", "-n", "3", "--probe-seconds", "0.1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(nlohmann::json::accept(r.out)) << r.out;
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = r.out.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(r.out.substr(at, nl - at));
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  for (const char* col : {"| model", "prefill tok/s", "decode s/token", "io_efficiency", "step_over_floor"})
+    EXPECT_NE(lines[0].find(col), std::string::npos) << col << "\n" << r.out;
+  EXPECT_TRUE(std::regex_match(lines[1], std::regex(R"((\| -+ )+\|)"))) << lines[1];
+  EXPECT_EQ(lines[2].rfind("| one ", 0), 0u) << lines[2];
+  EXPECT_NE(r.err.find("--json"), std::string::npos) << r.err;
+  Result rows = sluice({"bench", "-m", out, "-p", "4", "-n", "3", "--rows", "1,2"});
+  ASSERT_EQ(rows.status, 0) << rows.err;
+  EXPECT_NE(rows.out.find("| sequences"), std::string::npos) << rows.out;
+  EXPECT_FALSE(nlohmann::json::accept(rows.out)) << rows.out;
+  Result rj = sluice({"bench", "-m", out, "-p", "4", "-n", "3", "--rows", "1,2", "--json"});
+  ASSERT_EQ(rj.status, 0) << rj.err;
+  EXPECT_EQ(nlohmann::json::parse(rj.out)["rows"].size(), 2u) << rj.out;
 }
 
 // --ram-budget bounds the whole process: the child's peak RSS stays within it,

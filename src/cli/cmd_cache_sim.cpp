@@ -3,13 +3,16 @@
 // Replays a routing trace through io/expert_cache at several budgets and
 // prints the hit rate of each policy: a synthetic trace (Zipf-like popularity
 // per layer, drift, next-token reuse; K3's shape by default), or with --model
-// and --text-file the model's real router choices over that text.
+// and --text-file the model's real router choices over that text. With
+// --model, loading and the passes over the text show progress on stderr.
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "base/bytes.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
+#include "cli/progress.h"
 #include "cli/token_list.h"
 #include "engine/routing_trace.h"
 #include "k3/state.h"
@@ -31,24 +34,36 @@ struct SimArgs {
   std::string ram_budget;   // for the prefetch run (the cache size decides what is read)
 };
 
+// The options of a model cache-sim opens: experts over HTTP for a stream
+// install, and the spine's loading shown.
+ModelOptions sim_model_options(const SimArgs& a) {
+  ModelOptions opt;
+  opt.allow_unknown = a.allow_unknown;
+  opt.on_warning = print_warning;
+  opt.miss_filler = stream_miss_filler(a.model, retry_lines("experts"));
+  auto line = std::make_shared<ProgressLine>("loading spine");
+  opt.load_progress = [line](uint64_t done, uint64_t total) { line->bytes(done, total); };
+  return opt;
+}
+
 // Decodes the text's first tokens one at a time (a fresh sequence every ctx
 // tokens), as generation does, and prints how well the engine's prefetch
 // guessed each MoE layer's experts, and what wrong guesses cost.
 int run_prefetch(const SimArgs& a) {
   std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
   if (ids.size() > size_t(a.prefetch_tokens)) ids.resize(size_t(a.prefetch_tokens));
-  ModelOptions opt;
-  opt.allow_unknown = a.allow_unknown;
-  opt.on_warning = print_warning;
-  opt.miss_filler = stream_miss_filler(a.model);
+  ModelOptions opt = sim_model_options(a);
   if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   auto m = open_model(a.model, opt);
   const ModelConfig& c = m->config();
   SequenceState st = SequenceState::create(c);
   std::vector<float> logits;
+  ProgressLine progress("decode");
+  progress.count(0, ids.size(), "tokens");
   for (size_t i = 0; i < ids.size(); i++) {
     if (i % size_t(a.ctx) == 0) st = SequenceState::create(c);
     forward(*m, st, std::span<const int>(&ids[i], 1), Logits::None, &logits);
+    progress.count(i + 1, ids.size(), "tokens");
   }
   const Prefetcher& p = m->prefetcher;
   const ExpertStats e = m->experts->stats();
@@ -74,12 +89,9 @@ int run_prefetch(const SimArgs& a) {
 
 RoutingTrace real_trace(const SimArgs& a) {
   std::vector<int> ids = tokenize_text_file(a.model, a.text_file);
-  ModelOptions opt;
-  opt.allow_unknown = a.allow_unknown;
-  opt.on_warning = print_warning;
-  opt.miss_filler = stream_miss_filler(a.model);
-  auto m = open_model(a.model, opt);
-  return routing_trace(*m, ids, a.ctx);
+  auto m = open_model(a.model, sim_model_options(a));
+  ProgressLine progress("routing");
+  return routing_trace(*m, ids, a.ctx, [&](size_t done, size_t total) { progress.count(done, total, "tokens"); });
 }
 
 int run_sim(const SimArgs& a) {

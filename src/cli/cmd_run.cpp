@@ -8,13 +8,15 @@
 // stderr, dimmed on a terminal and between <think> and </think> lines
 // otherwise (--hide-reasoning drops it). The interactive chat edits lines with
 // readline (history, a pasted block of lines is one turn) and takes /help,
-// /reset and /exit. Sampling: --temperature (default 0: greedy) --top-p --top-k --seed
+// /reset, /save FILE and /exit. Sampling: --temperature (default 0: greedy) --top-p --top-k --seed
 // --stop (repeatable, matched on the text, never printed). --stats prints a
 // summary line and the expert source's JSON line (cli/expert_stats.h) to stderr. Ctrl-C stops the generation (exit 130; in the interactive
-// chat it returns to the prompt); a second Ctrl-C, or one at the prompt, exits.
+// chat it returns to the prompt); a second Ctrl-C exits. At the chat's prompt
+// Ctrl-C clears the line and keeps the conversation; Ctrl-D or /exit quits.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstdio>
@@ -27,6 +29,7 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "cli/chat_defaults.h"
 #include "cli/commands.h"
@@ -60,11 +63,17 @@ struct RunArgs {
 };
 
 // Ctrl-C: the first one cancels the running generation; a second one, or one
-// while nothing is generating, exits at once.
-std::atomic<bool> g_generating{false};
+// while nothing is generating, exits at once. At the interactive chat's prompt
+// it only marks the line for clearing (clear_line_after_ctrl_c, below).
+std::atomic<bool> g_generating{false}, g_at_prompt{false};
 std::atomic<int> g_interrupts{0};
+volatile sig_atomic_t g_clear_line = 0;
 
 void on_sigint(int) {
+  if (g_at_prompt.load()) {
+    g_clear_line = 1;
+    return;
+  }
   if (!g_generating.load() || g_interrupts.fetch_add(1) >= 1) {
     const char nl = '\n';
     (void)!write(STDERR_FILENO, &nl, 1);
@@ -78,6 +87,19 @@ void install_sigint() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a read at the prompt returns
   sigaction(SIGINT, &sa, nullptr);
+}
+
+// Readline's hook after a signal interrupted its read (outside the handler,
+// where readline may be called): a Ctrl-C drops the line being typed and
+// draws a fresh prompt, as a shell does.
+int clear_line_after_ctrl_c() {
+  if (!g_clear_line) return 0;
+  g_clear_line = 0;
+  rl_replace_line("", 0);
+  rl_crlf();
+  rl_on_new_line();
+  rl_redisplay();
+  return 0;
 }
 
 // A summary line, then the expert source's JSON line (cli/expert_stats.h).
@@ -233,14 +255,19 @@ struct Runner {
   static constexpr const char* kHelp =
       "  /help   this list\n"
       "  /reset  forget the conversation (the system message stays)\n"
-      "  /exit   quit (also /quit, Ctrl-D, or Ctrl-C at the prompt)\n"
-      "  Ctrl-C while a reply is written stops it. Arrow keys edit the line and walk the history;\n"
+      "  /save FILE  write the conversation to FILE (JSON: {\"messages\": [...]})\n"
+      "  /exit   quit (also /quit or Ctrl-D)\n"
+      "  Ctrl-C at the prompt clears the line; while a reply is written it stops the reply.\n"
+      "  Arrow keys edit the line and walk the history;\n"
       "  a pasted block of several lines is one message.\n";
 
   // One line from readline (history, editing; a bracketed paste keeps its
   // newlines in the one line). False at end of input.
   static bool read_message(std::string* out) {
+    g_clear_line = 0;
+    g_at_prompt = true;
     char* line = readline("> ");
+    g_at_prompt = false;
     if (!line) return false;
     *out = line;
     std::free(line);
@@ -249,10 +276,25 @@ struct Runner {
     return true;
   }
 
+  // /save FILE: the conversation as a chat request's messages, written atomically.
+  static void save(const std::string& file, const nlohmann::json& msgs) {
+    if (file.empty()) {
+      std::fputs("sluice: /save needs a file name (/save chat.json)\n", stderr);
+      return;
+    }
+    try {
+      write_file_atomic(file, nlohmann::json{{"messages", msgs}}.dump(2) + "\n");
+      std::fprintf(stderr, "sluice: saved %zu messages to %s\n", msgs.size(), file.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sluice: /save: %s\n", e.what());  // the conversation goes on
+    }
+  }
+
   int interactive() {
     std::fprintf(stderr, "sluice: chatting with %s. /help lists commands; Ctrl-C stops a reply; /exit or Ctrl-D quits.\n",
                  a.m.dir.c_str());
     rl_outstream = stderr;  // the prompt and the echo stay off stdout, which carries only replies
+    rl_signal_event_hook = clear_line_after_ctrl_c;
     text::ChatOptions co = chat_options();
     nlohmann::json msgs = first_messages();
     std::string line;
@@ -263,6 +305,8 @@ struct Runner {
         if (line == "/reset") {
           msgs = first_messages();
           std::fputs("sluice: conversation reset\n", stderr);
+        } else if (line == "/save" || line.starts_with("/save ")) {
+          save(line.substr(std::min(line.find_first_not_of(' ', 5), line.size())), msgs);
         } else if (line == "/help" || line == "/?") {
           std::fputs(kHelp, stderr);
         } else {

@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "hub/hf_env.h"
+#include "hub/http_client.h"
 #include "hub/http_setup.h"
 #include "cli/model_args.h"
 #include "cli/pack_spine.h"
@@ -99,7 +100,13 @@ int run_setup_cmd(const SetupArgs& a) {
     }
     std::fflush(stderr);
   };
-  SetupResult r = run_setup(o, progress);
+  SetupResult r;
+  try {
+    r = run_setup(o, progress);
+  } catch (const HttpGaveUp& e) {
+    throw Error(std::string(e.what()) + " (is " + o.source.hub +
+                " reachable? check the network, and --hub or $HF_ENDPOINT; run setup again to resume)");
+  }
   std::printf("sluice setup: %s%s%s installed in %s (%s): %d files fetched, %d already complete, %s received\n",
               a.repo.c_str(), r.commit.empty() ? "" : "@", r.commit.substr(0, 12).c_str(), a.dest.c_str(),
               a.full ? "full" : "stream", r.files_fetched, r.files_skipped, human_bytes(double(r.bytes_fetched)).c_str());

@@ -81,7 +81,7 @@ ModelOptions model_options(const ModelArgs& a) {
   o.spine_pack = a.spine_pack;
   o.allow_unknown = a.allow_unknown;
   o.on_warning = print_warning;
-  o.miss_filler = stream_miss_filler(a.dir);  // experts over HTTP for a stream install
+  o.miss_filler = stream_miss_filler(a.dir, retry_lines("experts"));  // experts over HTTP for a stream install
   if (a.threads > 0) kernels::set_num_threads(a.threads);
   o.backend = &device_backend(a.device);
   set_vram_expert_budget(a.vram_experts.empty() ? -1 : int64_t(parse_byte_size(a.vram_experts, "--vram-experts", true)));

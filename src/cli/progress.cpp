@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
+#include <mutex>
 
 #include "base/bytes.h"
 
@@ -50,6 +52,26 @@ void ProgressLine::count(uint64_t done, uint64_t total, const std::string& unit)
 void ProgressLine::bytes(uint64_t done, uint64_t total) {
   const int pct = total ? int(100 * done / total) : 100;
   update(format_bytes(done) + " of " + format_bytes(total) + " (" + std::to_string(pct) + "%)", done >= total);
+}
+
+std::function<void(const std::string&, int, int, const std::string&, int)> retry_lines(std::string label) {
+  struct State {
+    std::mutex mu;
+    std::chrono::steady_clock::time_point last{};
+    bool any = false;
+  };
+  auto st = std::make_shared<State>();
+  const bool tty = stderr_is_terminal();
+  return [st, tty, label](const std::string& url, int failures, int retries, const std::string& problem, int delay_ms) {
+    std::lock_guard<std::mutex> lock(st->mu);
+    const auto now = std::chrono::steady_clock::now();
+    if (st->any && now - st->last < std::chrono::seconds(1)) return;
+    st->any = true;
+    st->last = now;
+    std::fprintf(stderr, "%ssluice: %s: %s: %s; retry %d of %d in %.1f s\n", tty ? "\r\x1b[K" : "", label.c_str(),
+                 url.c_str(), problem.c_str(), failures, retries, delay_ms / 1000.0);
+    std::fflush(stderr);
+  };
 }
 
 ProgressLine::~ProgressLine() {

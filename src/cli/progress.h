@@ -7,6 +7,7 @@
 // not drawn at all when the work ends within a second.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <string>
 
 namespace sluice::cli {
@@ -33,5 +34,11 @@ class ProgressLine {
 };
 
 bool stderr_is_terminal();
+
+// An HTTP retry (hub/http_client.h's RetryHook) as a stderr line
+// "sluice: LABEL: URL: problem; retry 2 of 6 in 0.5 s", at most one a second
+// however many connections retry at once (callable from any thread).
+std::function<void(const std::string& url, int failures, int retries, const std::string& problem, int delay_ms)>
+retry_lines(std::string label);
 
 }  // namespace sluice::cli

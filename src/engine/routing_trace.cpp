@@ -6,7 +6,8 @@
 
 namespace sluice {
 
-RoutingTrace routing_trace(Model& m, std::span<const int> tokens, int ctx) {
+RoutingTrace routing_trace(Model& m, std::span<const int> tokens, int ctx,
+                           const std::function<void(size_t done, size_t total)>& progress) {
   const ModelConfig& c = m.config();
   if (ctx < 1) fail("routing trace", "--ctx must be at least 1");
   if (c.num_experts == 0) fail("routing trace", "the model has no routed experts");
@@ -16,9 +17,11 @@ RoutingTrace routing_trace(Model& m, std::span<const int> tokens, int ctx) {
   tr.top_k = c.num_experts_per_token;
   const size_t L = size_t(tr.layers), K = size_t(tr.top_k);
   tr.experts.resize(tokens.size() * L * K);
-  for (size_t at = 0; at < tokens.size(); at += size_t(ctx)) {
-    const size_t T = std::min(size_t(ctx), tokens.size() - at);
-    SequenceState st = SequenceState::create(c);
+  SequenceState st = SequenceState::create(c);
+  if (progress) progress(0, tokens.size());  // said at once: the first piece may take a while
+  for (size_t at = 0; at < tokens.size();) {
+    if (at % size_t(ctx) == 0) st = SequenceState::create(c);  // a fresh sequence per chunk
+    const size_t T = std::min({kRoutingTracePiece, size_t(ctx) - at % size_t(ctx), tokens.size() - at});
     ForwardTrace ft;
     forward(m, st, tokens.subspan(at, T), Logits::None, nullptr, &ft);
     // ForwardTrace: [layer][t][k]; the trace: [token][layer][k].
@@ -26,6 +29,8 @@ RoutingTrace routing_trace(Model& m, std::span<const int> tokens, int ctx) {
       for (size_t t = 0; t < T; t++)
         std::copy_n(ft.experts.begin() + ptrdiff_t((l * T + t) * K), K,
                     tr.experts.begin() + ptrdiff_t(((at + t) * L + l) * K));
+    at += T;
+    if (progress) progress(at, tokens.size());
   }
   return tr;
 }

@@ -27,5 +27,28 @@ TEST(RoutingTrace, HoldsTheForwardPassChoicesTokenMajor) {
   EXPECT_TRUE(std::equal(two.experts.begin(), two.experts.begin() + 10 * L * K, routing_trace(*m, std::span<const int>(toks).first(10), 10).experts.begin()));
 }
 
+// A long chunk is fed in pieces (progress after each); the choices are the
+// ones one forward pass over the whole chunk makes.
+TEST(RoutingTrace, PiecesOfALongChunkMatchOnePassAndReportProgress) {
+  auto m = open_model(std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model");
+  const ModelConfig& c = m->config();
+  std::vector<int> toks;
+  for (int i = 0; i < 150; i++) toks.push_back((i * 31 + 5) % 448);
+  std::vector<size_t> seen;
+  RoutingTrace tr = routing_trace(*m, toks, 200, [&](size_t done, size_t total) {
+    EXPECT_EQ(total, toks.size());
+    seen.push_back(done);
+  });
+  EXPECT_EQ(seen, (std::vector<size_t>{0, 64, 128, 150}));
+  const int L = c.num_hidden_layers - c.first_k_dense_replace, K = c.num_experts_per_token, T = int(toks.size());
+  SequenceState st = SequenceState::create(c);
+  ForwardTrace ft;
+  forward(*m, st, toks, Logits::None, nullptr, &ft);
+  for (int l = 0; l < L; l++)
+    for (int t = 0; t < T; t++)
+      for (int k = 0; k < K; k++)
+        ASSERT_EQ(tr.experts[size_t((t * L + l) * K + k)], ft.experts[size_t((l * T + t) * K + k)]) << l << " " << t;
+}
+
 }  // namespace
 }  // namespace sluice

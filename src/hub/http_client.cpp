@@ -378,7 +378,8 @@ void HttpClient::transfer(const std::string& url, uint64_t offset, uint64_t leng
     if (a.delivered > 0 && !text && rc != CURLE_OPERATION_TIMEDOUT && !slow) failures = 0;
     else failures++;
     if (failures > opt_.retries)
-      fail(url, "giving up after " + std::to_string(failures) + " failed attempts in a row: " + last_problem);
+      throw HttpGaveUp(url + ": giving up after " + std::to_string(failures) + " failed attempts in a row: " +
+                       last_problem);
     counters_.retries++;
     if (failures > 0) backoff(failures, a.retry_after_s, url, last_problem);
   }

@@ -21,7 +21,20 @@
 #include <functional>
 #include <string>
 
+#include "base/error.h"
+
 namespace sluice {
+
+// The retries ran out: the server could not be reached, or kept failing. The
+// caller knows where the URL came from and can say what to check.
+struct HttpGaveUp : Error {
+  using Error::Error;
+};
+
+// Told about a retry: the URL, the failures in a row, the tolerated number,
+// what went wrong, and the delay before the next attempt.
+using RetryHook =
+    std::function<void(const std::string& url, int failures, int retries, const std::string& problem, int delay_ms)>;
 
 struct HttpOptions {
   std::string bearer_token;   // "Authorization: Bearer <token>" when non-empty
@@ -37,10 +50,8 @@ struct HttpOptions {
   int backoff_ms = 250;       // delay before the first retry; doubles on each failure in a row
   int max_backoff_ms = 8000;
   // Told about each retry before its delay (may be empty; called on the
-  // transfer's thread): the URL, the failures in a row, the tolerated
-  // number, what went wrong, and the delay before the next attempt.
-  std::function<void(const std::string& url, int failures, int retries, const std::string& problem, int delay_ms)>
-      on_retry;
+  // transfer's thread).
+  RetryHook on_retry;
 };
 
 struct HttpCounters {

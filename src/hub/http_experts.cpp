@@ -55,6 +55,7 @@ class HttpExperts : public ExpertSource {
     http.stall_timeout_s = cfg.manifest.stall_timeout_s;
     http.retries = cfg.manifest.retries;
     http.backoff_ms = cfg.manifest.backoff_ms;
+    http.on_retry = cfg.on_retry;
     for (int i = 0; i < cfg.manifest.connections; i++) workers_.emplace_back([this, http] { work(http); });
   }
 
@@ -204,6 +205,9 @@ class HttpExperts : public ExpertSource {
       const HttpCounters before = http.counters();
       try {
         http.get_range(shards_[s].url, span.offset, span.length, shards_[s].size, into_buf);
+      } catch (const HttpGaveUp& e) {
+        count(before, http.counters());
+        throw Error(std::string(e.what()) + hub_hint());
       } catch (...) {
         count(before, http.counters());
         throw;
@@ -214,6 +218,13 @@ class HttpExperts : public ExpertSource {
     spans_fetched_++;
     cache_.store(layer, expert, buf.get(), span.length);
     return buf;
+  }
+
+  // Where a failed span request leads the user: the URLs came from setup.
+  std::string hub_hint() const {
+    return " (a stream install fetches experts from the hub on first use: check the network, and the hub "
+           "`sluice setup --stream` was given (--hub, else $HF_ENDPOINT); the URLs are in " +
+           ck_.dir + "/" + kStreamManifestName + ")";
   }
 
   std::string direct_url(size_t shard) {
@@ -254,8 +265,9 @@ class HttpExperts : public ExpertSource {
 
 }  // namespace
 
-StreamConfig load_stream_config(const std::string& model_dir) {
+StreamConfig load_stream_config(const std::string& model_dir, RetryHook on_retry) {
   StreamConfig c;
+  c.on_retry = std::move(on_retry);
   c.manifest = read_stream_manifest(model_dir);
   c.cache_dir = model_dir + "/" + kSpanCacheDirName;
   c.bearer_token = hf_token();
@@ -266,9 +278,11 @@ std::unique_ptr<ExpertSource> make_http_expert_source(const Checkpoint& ck, cons
   return std::make_unique<HttpExperts>(ck, config);
 }
 
-MissFillerFactory stream_miss_filler(const std::string& model_dir) {
+MissFillerFactory stream_miss_filler(const std::string& model_dir, RetryHook on_retry) {
   if (!stream_manifest_exists(model_dir)) return {};
-  return [model_dir](const Checkpoint& ck) { return make_http_expert_source(ck, load_stream_config(model_dir)); };
+  return [model_dir, on_retry](const Checkpoint& ck) {
+    return make_http_expert_source(ck, load_stream_config(model_dir, on_retry));
+  };
 }
 
 bool stream_stats(const ExpertSource& source, StreamStats* out) {

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
+#include "hub/http_client.h"
 #include "hub/setup_manifest.h"
 #include "io/expert_source.h"
 
@@ -30,17 +31,20 @@ struct StreamConfig {
   StreamManifest manifest;
   std::string cache_dir;     // where spans are cached
   std::string bearer_token;  // hub/hf_env.h: HF_TOKEN or the token file
+  // Told about each retry of a span request (HttpOptions::on_retry; called on
+  // the workers' threads): a hub that is down is a wait the user should see.
+  RetryHook on_retry;
 };
 
 // DIR/.sluice-stream.json, DIR/.span-cache and the hub token (store/hf_env.h).
-StreamConfig load_stream_config(const std::string& model_dir);
+StreamConfig load_stream_config(const std::string& model_dir, RetryHook on_retry = {});
 
 std::unique_ptr<ExpertSource> make_http_expert_source(const Checkpoint& ck, const StreamConfig& config);
 
 // What a model directory's experts missing from disk come from
 // (ModelOptions::miss_filler): HTTP + span cache when DIR/.sluice-stream.json
 // exists (a stream-mode install), else nothing (every expert is local).
-MissFillerFactory stream_miss_filler(const std::string& model_dir);
+MissFillerFactory stream_miss_filler(const std::string& model_dir, RetryHook on_retry = {});
 
 struct StreamStats {
   uint64_t spans_requested = 0;  // expert spans asked for by the model

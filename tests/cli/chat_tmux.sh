@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The interactive chat on a real terminal (tmux): a line edited with the
 # arrow/backspace keys is sent as edited, a pasted block of three lines is one
-# turn, /reset forgets the conversation, /help answers without the model, and
-# /exit quits. Greedy replies on nanoK3 are compared with `run --chat`.
+# turn, /reset forgets the conversation, /help answers without the model,
+# Ctrl-C at the prompt clears the line and keeps the conversation, /save FILE
+# writes it, and /exit quits. Greedy replies on nanoK3 are compared with `run --chat`.
 set -euo pipefail
 SLUICE=${SLUICE:?}
 SRC=${SRC:?}
@@ -48,6 +49,7 @@ grep -qF "$(head -n 1 "$T/ref1.out")" "$T/pane" || die "the reply differs from r
 tmux send-keys -t "$S" -l '/help'
 tmux send-keys -t "$S" Enter
 wait_for pane_has '/reset  forget' || die "/help did not list the commands"
+pane_has '/save FILE' || die "/help does not list /save"
 [ "$(turns)" = 1 ] || die "/help went to the model"
 
 # 3. /reset, then paste three lines at once (bracketed paste): one turn, a fresh conversation.
@@ -73,6 +75,34 @@ n=$(grep "^sluice: prompt " "$T/pane" | tail -n 1 | grep -o 'prompt [0-9]*' | cu
 # 5. Up arrow recalls the last line (history) and sends it again; /exit quits with status 0.
 tmux send-keys -t "$S" Up Enter
 wait_for turns_are 4 || die "Up did not recall the last line"
+
+# 6. Ctrl-C at the prompt drops the half-typed line and keeps the chat: the next
+#    message is sent alone, after the history; /save writes the conversation
+#    since /reset (four turns).
+tmux send-keys -t "$S" -l 'words to drop'
+tmux send-keys -t "$S" C-c
+fresh_prompt() {  # the last line drawn is an empty prompt, after the dropped words
+  snap
+  local last
+  last=$(grep -v '^ *$' "$T/pane" | tail -n 1) || return 1
+  [[ $last =~ ^\>\ *$ ]] && grep -q 'words to drop' "$T/pane"
+}
+wait_for fresh_prompt || die "Ctrl-C at the prompt did not give a fresh prompt"
+tmux send-keys -t "$S" -l 'Hello'
+tmux send-keys -t "$S" Enter
+wait_for turns_are 5 || die "no reply after Ctrl-C at the prompt (did it quit?)"
+tmux send-keys -t "$S" -l "/save $T/chat.json"
+tmux send-keys -t "$S" Enter
+wait_for pane_has 'saved 8 messages' || die "/save did not report 8 messages"
+python3 - "$T/chat.json" "$PASTE" <<'PY' || die "the saved conversation is wrong: $(cat "$T/chat.json")"
+import json, sys
+m = json.load(open(sys.argv[1]))["messages"]
+assert [x["role"] for x in m] == ["user", "assistant"] * 4, m
+assert [x["content"] for x in m[0::2]] == [sys.argv[2], "Hello", "Hello", "Hello"], m
+PY
+tmux send-keys -t "$S" -l "/save $T/no/such/dir/chat.json"
+tmux send-keys -t "$S" Enter
+wait_for pane_has 'sluice: /save: ' || die "a failed /save said nothing"
 tmux send-keys -t "$S" -l '/exit'
 tmux send-keys -t "$S" Enter
 wait_for pane_has 'EXITED-0' || die "/exit did not quit cleanly"

@@ -30,7 +30,7 @@ HF_TOKEN= HF_HOME="$T/empty" HF_ENDPOINT="http://127.0.0.1:$NGINX_PORT" \
   must_fail "$SLUICE" setup --repo $REPO --dest "$T/none" --full
 grep -q "HTTP 401" "$T/err" || die "no 401 reported"
 
-step "an unreachable hub: every retry is reported"
+step "an unreachable hub: every retry is reported, and the failure says what to check"
 # A port nothing listens on: nginx's, after stopping nothing else uses it; take a fresh closed one.
 closed=$((NGINX_PORT + 1))
 while port_open "$closed"; do closed=$((closed + 1)); done
@@ -38,5 +38,7 @@ HF_ENDPOINT="http://127.0.0.1:$closed" must_fail "$SLUICE" setup --repo $REPO --
   --retries 2 --backoff-ms 10
 [ "$(grep -c 'retry [0-9] of 2' "$T/err")" = 2 ] || die "retries were not reported"
 grep -q "giving up after 3 failed attempts" "$T/err" || die "no final failure"
+grep -q "(is http://127.0.0.1:$closed reachable? check the network, and --hub or \$HF_ENDPOINT" "$T/err" \
+  || die "the failure gives no hint"
 
 echo "PASS"

@@ -2,8 +2,9 @@
 # Setup under faults, injected by the fault proxy (fault_proxy.cpp) in front of
 # nginx: an interrupted transfer resumed by a rerun and within a run, 5xx and
 # stalls (retried), a server that ignores Range (full: restarted from byte 0;
-# stream: refused), short 206 responses, a corrupted byte (not installed), and
-# a full disk (clear error, nothing half-written).
+# stream: refused), short 206 responses, a hub down at run time (retries shown,
+# a hint on failure), a corrupted byte (not installed), and a full disk (clear
+# error, nothing half-written).
 source "$(dirname "$0")/lib.sh"
 PROXY=${PROXY:?}
 
@@ -107,6 +108,16 @@ must_fail "$SLUICE" logits --model "$T/g" --tokens $TOKENS --out "$T/g3.f32"
 grep -q "ignores Range requests" "$T/err" || die "no clear refusal at run time"
 [ ! -e "$T/g3.f32" ] || die "logits written despite the failure"
 stop_proxy
+
+step "stream run time: a hub that is down: each wait is reported, the failure says what to check"
+# The manifest still names the proxy's port, closed now.
+rm -rf "$T/g/.span-cache"
+must_fail "$SLUICE" logits --model "$T/g" --tokens $TOKENS --out "$T/g4.f32"
+grep -q "^sluice: experts: http://127.0.0.1:$PROXY_PORT/.*; retry 1 of [0-9]* in " "$T/err" \
+  || die "no retry line while the hub was down: $(cat "$T/err")"
+grep -q "giving up after .*check the network.*HF_ENDPOINT.*\.sluice-stream\.json" "$T/err" \
+  || die "the failure gives no hint: $(cat "$T/err")"
+[ ! -e "$T/g4.f32" ] || die "logits written despite the failure"
 
 step "a corrupted byte: sha256 mismatch, the file is not installed"
 start_proxy p10 "match=cdn/*$S2,corrupt=1000000,times=1"
