@@ -57,8 +57,8 @@ done
 same=0
 for i in $(seq 1 20); do
   p=$(grep -v "^[[:space:]]*$" "$NANO/heldout.txt" | sed -n "${i}p" | cut -c1-60)
-  a=$("$S" run -m "$NANO" --prompt "$p" -n 24 --ids --device cpu 2>>"$tmp/log")
-  b=$("$S" run -m "$NANO" --prompt "$p" -n 24 --ids --device cuda 2>>"$tmp/log")
+  a=$("$S" run -m "$NANO" --prompt "$p" -n 24 --temperature 0 --ids --device cpu 2>>"$tmp/log")
+  b=$("$S" run -m "$NANO" --prompt "$p" -n 24 --temperature 0 --ids --device cuda 2>>"$tmp/log")
   if [[ -n $a && $a == "$b" ]]; then same=$((same + 1)); else echo "nanoK3 prompt $i differs: [$a] vs [$b]"; fi
 done
 echo "nanoK3 greedy: $same/20 prompts identical"

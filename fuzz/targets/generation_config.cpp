@@ -1,4 +1,4 @@
-// A model's generation_config.json (cli/chat_defaults.h), read from a model
+// A model's generation_config.json (text/chat_defaults.h), read from a model
 // directory: either refused with an error naming the file, or defaults the
 // rest of `sluice run` accepts (a known reasoning effort, a positive token
 // bound, the sampler's ranges: engine/sampler.h).
@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "base/error.h"
-#include "cli/chat_defaults.h"
+#include "text/chat_defaults.h"
 #include "fuzz/fuzz_util.h"
 
 namespace {
@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     f.write(reinterpret_cast<const char*>(data), std::streamsize(size));
   }
   try {
-    const sluice::cli::ChatDefaults d = sluice::cli::chat_defaults(dir);
+    const sluice::text::ChatDefaults d = sluice::text::chat_defaults(dir);
     const std::string& e = d.reasoning_effort;
     if (e != "none" && e != "low" && e != "medium" && e != "high" && e != "max") __builtin_trap();
     if (d.max_new_tokens < 1 || !std::isfinite(d.temperature) || d.temperature < 0) __builtin_trap();

@@ -8,8 +8,10 @@
 // stderr, dimmed on a terminal and between <think> and </think> lines
 // otherwise (--hide-reasoning drops it). The interactive chat edits lines with
 // readline (history, a pasted block of lines is one turn) and takes /help,
-// /reset, /save FILE and /exit. Sampling: --temperature (default 0: greedy) --top-p --top-k --seed
-// --stop (repeatable, matched on the text, never printed). --stats prints a
+// /reset, /save FILE and /exit. Sampling: --temperature --top-p --top-k --seed --stop (repeatable,
+// matched on the text, never printed). --prompt and the chat sample as the server
+// does: the model's generation_config.json (text/chat_defaults.h), else temperature 1;
+// --temperature 0 is greedy. --tokens, the probe for checks, is greedy unless told. --stats prints a
 // summary line and the expert source's JSON line (cli/expert_stats.h) to stderr. Ctrl-C stops the generation (exit 130; in the interactive
 // chat it returns to the prompt); a second Ctrl-C exits. At the chat's prompt
 // Ctrl-C clears the line and keeps the conversation; Ctrl-D or /exit quits.
@@ -31,7 +33,6 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
-#include "cli/chat_defaults.h"
 #include "cli/commands.h"
 #include "cli/expert_stats.h"
 #include "cli/model_args.h"
@@ -40,6 +41,7 @@
 #include "engine/generate.h"
 #include "serve/reply.h"
 #include "text/chat.h"
+#include "text/chat_defaults.h"
 #include "text/tokenizer.h"
 
 namespace sluice::cli {
@@ -48,7 +50,7 @@ namespace {
 struct RunArgs {
   ModelArgs m;
   std::string tokens, prompt, chat, system;
-  std::string reasoning_effort;  // "": the model's default (cli/chat_defaults.h)
+  std::string reasoning_effort;  // "": the model's default (text/chat_defaults.h)
   int max_new = 16, batch = 256;
   bool max_new_given = false;
   float temperature = 0, top_p = 1;
@@ -330,16 +332,19 @@ int run_run(RunArgs& a) {
   const int given = !a.tokens.empty() + !a.prompt.empty() + !a.chat.empty();
   if (given > 1) fail("run", "give one of --tokens, --prompt and --chat");
   const bool chat = a.tokens.empty() && a.prompt.empty();
-  const ChatDefaults defaults = chat_defaults(a.m.dir);
-  if (!a.max_new_given && chat) a.max_new = defaults.max_new_tokens;  // a chat reply, not a 16-token probe
-  if (a.reasoning_effort.empty()) a.reasoning_effort = defaults.reasoning_effort;
-  if (chat && !a.temperature_given) a.temperature = defaults.temperature;
-  if (chat && !a.top_p_given) a.top_p = defaults.top_p;
-  {
-    std::string e = a.reasoning_effort;
-    if (e != "none" && e != "low" && e != "medium" && e != "high" && e != "max")
-      fail("--reasoning-effort", "expected none, low, medium, high or max, got '" + e + "'");
+  const text::ChatDefaults defaults = text::chat_defaults(a.m.dir);
+  // A chat reply, not a 16-token probe: the model's length, else K3's 4096.
+  if (!a.max_new_given && chat) a.max_new = defaults.max_new_tokens > 0 ? defaults.max_new_tokens : 4096;
+  if (a.reasoning_effort.empty()) {
+    a.reasoning_effort = defaults.reasoning_effort;
+  } else {
+    std::string e = text::thinking_effort(a.reasoning_effort);  // medium is taken as high
+    if (e.empty()) fail("--reasoning-effort", "expected none, low, medium, high or max, got '" + a.reasoning_effort + "'");
+    a.reasoning_effort = e;
   }
+  // Text sampled as the server samples it (a greedy continuation loops); --tokens stays greedy.
+  if (a.tokens.empty() && !a.temperature_given) a.temperature = defaults.temperature;
+  if (a.tokens.empty() && !a.top_p_given) a.top_p = defaults.top_p;
   if (a.draft != "none" && a.draft != "suffix") fail("--draft", "expected none or suffix, got '" + a.draft + "'");
   SamplingParams sp{a.temperature, a.top_p, a.top_k, 0};
   check_sampling_params(sp);
@@ -392,7 +397,7 @@ Command reg("run", "Generate from a prompt, or chat (interactively on a terminal
   sub.add_option("--chat", a->chat, "One user message; the reply is printed");
   sub.add_option("--system", a->system, "A system message for --chat and the interactive chat");
   sub.add_option("--reasoning-effort", a->reasoning_effort,
-                 "Chat thinking: none, low, medium, high or max (default: the model's, else max)");
+                 "Chat thinking: none, low, high or max (medium is taken as high; default: the model's, else max)");
   sub.add_flag("--hide-reasoning", a->hide_reasoning, "Do not print a chat reply's reasoning");
   CLI::Option* max_new =
       sub.add_option("-n,--max-new", a->max_new, "Most tokens to generate (default 16; chat: the model's, else 4096)")
@@ -401,8 +406,8 @@ Command reg("run", "Generate from a prompt, or chat (interactively on a terminal
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   CLI::Option* temperature =
-      sub.add_option("--temperature", a->temperature, "Sampling temperature (0: greedy; chat: the model's, else 0)");
-  CLI::Option* top_p = sub.add_option("--top-p", a->top_p, "Nucleus sampling mass, (0, 1] (chat: the model's, else 1)");
+      sub.add_option("--temperature", a->temperature, "Sampling temperature (0: greedy; default: the model's generation_config.json, else 1; --tokens: 0)");
+  CLI::Option* top_p = sub.add_option("--top-p", a->top_p, "Nucleus sampling mass, (0, 1] (default: the model's, else 1)");
   sub.add_option("--top-k", a->top_k, "Sample from the k most probable tokens (0: all)")->capture_default_str();
   CLI::Option* seed = sub.add_option("-s,--seed", a->seed, "Sampling seed (default: random)");
   sub.add_option("--stop", a->stop, "Stop sequence (repeatable); matched on the text, never printed");

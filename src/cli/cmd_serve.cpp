@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -29,6 +30,7 @@
 #include "engine/batch.h"
 #include "kernels/device.h"
 #include "serve/server.h"
+#include "text/chat_defaults.h"
 #include "text/tokenizer.h"
 
 namespace sluice::cli {
@@ -105,6 +107,16 @@ int run_serve(ServeArgs& a) {
   if (a.opt.model_id.empty()) a.opt.model_id = dir_name(a.m.dir);
   if (a.draft != "none" && a.draft != "suffix") fail("--draft", "expected none or suffix, got '" + a.draft + "'");
   if (a.draft == "none") a.opt.draft.max_tokens = 0;
+  // The model's own defaults for requests that give none (checked before anything loads).
+  a.opt.defaults = text::chat_defaults(a.m.dir);
+  {
+    const text::ChatDefaults& d = a.opt.defaults;
+    std::fprintf(stderr,
+                 "sluice serve: request defaults%s: reasoning effort %s, temperature %g, top-p %g, chat max tokens %d\n",
+                 std::filesystem::exists(a.m.dir + "/generation_config.json") ? " (generation_config.json)" : "",
+                 d.reasoning_effort.c_str(), double(d.temperature), double(d.top_p),
+                 d.max_new_tokens > 0 ? std::min(d.max_new_tokens, a.opt.max_tokens) : a.opt.max_tokens);
+  }
   ModelOptions mopt = model_options(a.m);
   a.opt.device = mopt.backend && std::string(mopt.backend->name) == "cuda" ? "cuda" : "cpu";
   a.opt.device_detail = describe_backend(mopt.backend ? *mopt.backend : cpu_backend());
@@ -207,7 +219,8 @@ Command reg("serve", "Serve the model over an OpenAI-compatible HTTP API", [](CL
   sub.add_option("--queue", o.queue, "Requests that may wait behind the running ones; more get 429")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
-  sub.add_option("--max-tokens", o.max_tokens, "Most completion tokens per request (and the chat default)")
+  sub.add_option("--max-tokens", o.max_tokens,
+                 "Most completion tokens per request (and the chat default when generation_config.json has none)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 30));
   sub.add_option("--max-prompt-tokens", o.max_prompt_tokens, "Most prompt tokens per request; longer get 400")

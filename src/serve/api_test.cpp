@@ -7,7 +7,7 @@
 namespace sluice::serve {
 namespace {
 
-Limits limits() { return Limits{"m", 100, 512, 1000}; }
+Limits limits() { return Limits{"m", 100, 512, 1000, false, {}}; }
 
 json chat(json extra = json::object()) {
   json b = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};

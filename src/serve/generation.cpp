@@ -78,7 +78,11 @@ Job Server::Impl::prepare(const std::string& text, Api api) {
                        std::to_string(opt.max_prompt_tokens) + " (--max-prompt-tokens).",
                    "invalid_request_error", chat ? "messages" : "prompt", "prompt_too_long"};
   const int64_t room = lim.context_length - int64_t(job.prompt.size());
-  if (g.max_tokens == 0) g.max_tokens = int(std::min<int64_t>(chat ? opt.max_tokens : 16, room));
+  // Not given: a chat reply gets the model's length (within --max-tokens), else --max-tokens;
+  // a completion gets 16 tokens, OpenAI's default.
+  const int chat_default = lim.defaults.max_new_tokens > 0 ? std::min(lim.defaults.max_new_tokens, opt.max_tokens)
+                                                            : opt.max_tokens;
+  if (g.max_tokens == 0) g.max_tokens = int(std::min<int64_t>(chat ? chat_default : 16, room));
   if (room < 1 || g.max_tokens > room)
     throw ApiError{400,
                    "This model's maximum context length is " + std::to_string(lim.context_length) +
@@ -443,9 +447,8 @@ bool Server::Impl::stream_body(StreamJob& st, httplib::DataSink& sink) {
   Outcome out;
   try {
     auto tick = [&](size_t done, size_t total) {
-      if (g.include_progress && total > 0 && done > 0)
-        write("event: prompt_progress\ndata: " +
-              dump({{"object", "prompt.progress"}, {"id", h.id}, {"processed", done}, {"total", total}}) + "\n\n");
+      if (g.include_progress && !responses && total > 0 && done > 0)
+        send(progress_chunk_json(h, g.endpoint, done, total, g.include_usage));
       ping();
     };
     out = run(st.job, [&](Piece& p) { return send_piece(p, nullptr) && !gone(); }, gone, tick);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "base/json_parse.h"
@@ -100,11 +101,28 @@ void check_known(const json& body, const std::set<std::string>& known, const Lim
 }
 
 void parse_model(const json& body, const Limits& lim, GenerationRequest& r) {
-  if (!present(body, "model")) refuse("model", "you must provide a model parameter", "missing_required_parameter");
+  if (!present(body, "model")) {
+    if (!lim.lenient) refuse("model", "you must provide a model parameter", "missing_required_parameter");
+    r.model = lim.model_id;  // vLLM and llama.cpp take the served model too
+    return;
+  }
   r.model = get_string(body["model"], "model");
   if (r.model != lim.model_id)
     throw ApiError{404, "The model '" + r.model + "' does not exist. This server serves '" + lim.model_id + "'.",
                    "invalid_request_error", "model", "model_not_found"};
+}
+
+// A request before its fields are read: the model's defaults.
+GenerationRequest with_defaults(const Limits& lim) {
+  GenerationRequest r;
+  const text::ChatDefaults& d = lim.defaults;
+  r.sampling.temperature = d.temperature;
+  r.sampling.top_p = d.top_p;
+  if (d.reasoning_effort == "none")
+    r.thinking = false;  // reasoning_effort keeps K3's default for a request that turns thinking on
+  else
+    r.reasoning_effort = d.reasoning_effort;
+  return r;
 }
 
 // Sampling, length, stop, streaming: the fields both endpoints share.
@@ -281,19 +299,84 @@ void check_messages(const json& msgs) {
   }
 }
 
-// none | low | medium | high | max; lenient mode maps OpenAI's "minimal" to low.
+// none | low | medium (taken as high: text::thinking_effort) | high | max; lenient
+// mode maps OpenAI's "minimal" to low.
 void set_reasoning_effort(const std::string& e, const std::string& param, const Limits& lim, GenerationRequest& r) {
-  if (e == "none") {
+  const std::string k3 = text::thinking_effort(e);
+  if (k3 == "none") {
     r.thinking = false;
-  } else if (e == "low" || e == "medium" || e == "high" || e == "max") {
-    r.reasoning_effort = e;
+  } else if (!k3.empty()) {
+    r.thinking = true;
+    r.reasoning_effort = k3;
   } else if (e == "minimal" && lim.lenient) {
+    r.thinking = true;
     r.reasoning_effort = "low";
     r.ignored.push_back(param + "=minimal (as low)");
   } else {
     refuse(param, "Invalid value: '" + e +
                       "'. Supported values are: 'none' (no thinking), 'low', 'medium', 'high' and 'max'" +
                       (e == "minimal" ? " ('minimal' is taken as 'low' in the server's lenient mode)." : "."));
+  }
+}
+
+// The thinking switches other servers' clients send, as one answer: on, off, or not said.
+// chat_template_kwargs {thinking, enable_thinking} (vLLM, SGLang: the template's
+// variables), enable_thinking (Qwen-style servers), thinking {type: enabled|disabled}
+// (Moonshot's own API) or a boolean. Switches that disagree are refused.
+std::optional<bool> thinking_switch(const json& body, const Limits& lim, GenerationRequest& r) {
+  std::optional<bool> on;
+  std::string first;
+  auto take = [&](bool v, const std::string& param) {
+    if (on && *on != v)
+      refuse(param, "'" + param + "' and '" + first + "' disagree about thinking; give one of them.");
+    if (!on) first = param;
+    on = v;
+  };
+  if (present(body, "chat_template_kwargs")) {
+    const json& k = body["chat_template_kwargs"];
+    if (!k.is_object()) wrong_type("chat_template_kwargs", k, "an object");
+    for (auto& [key, v] : k.items()) {
+      const std::string param = "chat_template_kwargs." + key;
+      if ((key == "thinking" || key == "enable_thinking") && !v.is_null()) {
+        take(get_bool(v, param), param);
+      } else if (lim.lenient) {
+        r.ignored.push_back(param);
+      } else if (!v.is_null()) {
+        refuse(param, "Unrecognized request argument supplied: " + param +
+                          " (sluice's chat template takes 'thinking' and 'enable_thinking')", "unknown_parameter");
+      }
+    }
+  }
+  if (present(body, "enable_thinking")) take(get_bool(body["enable_thinking"], "enable_thinking"), "enable_thinking");
+  if (present(body, "thinking")) {
+    const json& t = body["thinking"];
+    if (t.is_boolean()) {
+      take(t.get<bool>(), "thinking");
+    } else if (t.is_object()) {
+      if (!t.contains("type"))
+        refuse("thinking.type", "Missing required parameter: 'thinking.type'.", "missing_required_parameter");
+      const std::string& type = get_string(t["type"], "thinking.type");
+      if (type != "enabled" && type != "disabled")
+        refuse("thinking.type", "Invalid value: '" + type + "'. Supported values are: 'enabled' and 'disabled'.");
+      take(type == "enabled", "thinking.type");
+    } else {
+      wrong_type("thinking", t, "an object ({\"type\": \"disabled\"}) or a boolean");
+    }
+  }
+  return on;
+}
+
+// reasoning_effort and the thinking switches, over the model's default.
+void parse_thinking(const json& body, const Limits& lim, GenerationRequest& r) {
+  const std::optional<bool> on = thinking_switch(body, lim, r);
+  if (present(body, "reasoning_effort")) {
+    const std::string& e = get_string(body["reasoning_effort"], "reasoning_effort");
+    set_reasoning_effort(e, "reasoning_effort", lim, r);
+    if (on && *on != r.thinking)
+      refuse("reasoning_effort", "reasoning_effort '" + e + "' and the thinking switch (" + (*on ? "on" : "off") +
+                                     ") disagree; give one of them.");
+  } else if (on) {
+    r.thinking = *on;  // on: the model's effort, else K3's default (max)
   }
 }
 
@@ -327,13 +410,14 @@ void check_tools(const json& tools) {
 
 GenerationRequest parse_chat_request(const json& body, const Limits& lim) {
   if (!body.is_object()) refuse("", "The request body must be a JSON object.", "invalid_type");
-  GenerationRequest r;
+  GenerationRequest r = with_defaults(lim);
   check_known(body, {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
                      "seed", "stop", "n", "stream", "stream_options", "logprobs", "top_logprobs",
                      "reasoning_effort", "presence_penalty", "frequency_penalty", "logit_bias", "user", "tools",
                      "tool_choice", "parallel_tool_calls", "response_format", "metadata", "store", "service_tier",
                      "modalities", "audio", "prediction", "functions", "function_call", "web_search_options",
-                     "safety_identifier", "prompt_cache_key", "verbosity", "return_token_ids", "ignore_eos"},
+                     "safety_identifier", "prompt_cache_key", "verbosity", "return_token_ids", "ignore_eos",
+                     "chat_template_kwargs", "enable_thinking", "thinking"},
               lim, r);
   r.endpoint = Endpoint::chat;
   parse_model(body, lim, r);
@@ -349,8 +433,7 @@ GenerationRequest parse_chat_request(const json& body, const Limits& lim) {
     if (!r.logprobs) refuse("top_logprobs", "top_logprobs requires logprobs to be true.");
   }
 
-  if (present(body, "reasoning_effort"))
-    set_reasoning_effort(get_string(body["reasoning_effort"], "reasoning_effort"), "reasoning_effort", lim, r);
+  parse_thinking(body, lim, r);
 
   if (present(body, "tools")) {
     check_tools(body["tools"]);
@@ -411,7 +494,7 @@ GenerationRequest parse_chat_request(const json& body, const Limits& lim) {
 
 GenerationRequest parse_completion_request(const json& body, const Limits& lim) {
   if (!body.is_object()) refuse("", "The request body must be a JSON object.", "invalid_type");
-  GenerationRequest r;
+  GenerationRequest r = with_defaults(lim);
   check_known(body, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "n",
                      "stream", "stream_options", "logprobs", "echo", "suffix", "best_of", "presence_penalty",
                      "frequency_penalty", "logit_bias", "user", "return_token_ids", "ignore_eos"},
@@ -458,7 +541,7 @@ GenerationRequest parse_completion_request(const json& body, const Limits& lim) 
 
 GenerationRequest parse_responses_request(const json& body, const Limits& lim) {
   if (!body.is_object()) refuse("", "The request body must be a JSON object.", "invalid_type");
-  GenerationRequest r;
+  GenerationRequest r = with_defaults(lim);
   check_known(body, {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "top_k", "seed",
                      "stream", "reasoning", "store", "metadata", "user", "text", "truncation", "parallel_tool_calls",
                      "service_tier", "safety_identifier", "prompt_cache_key", "stream_options"},

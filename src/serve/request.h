@@ -8,6 +8,7 @@
 
 #include "engine/generate.h"
 #include "serve/api.h"
+#include "text/chat_defaults.h"
 
 namespace sluice::serve {
 
@@ -18,10 +19,14 @@ struct Limits {
   int vocab_size = 0;           // token-id prompts must be below it
   int64_t context_length = 0;   // prompt + completion must fit
   // Lenient: sampling fields other servers (vLLM, llama.cpp) take and sluice does
-  // not implement (min_p, repetition_penalty, chat_template_kwargs, ...) are
-  // ignored and listed in GenerationRequest::ignored, and reasoning_effort
-  // "minimal" means "low". Strict: both are refused (400), like OpenAI does.
+  // not implement (min_p, repetition_penalty, ...) are ignored and listed in
+  // GenerationRequest::ignored, reasoning_effort "minimal" means "low", and a
+  // request without `model` asks for the served one. Strict: all three are
+  // refused (400), like OpenAI does.
   bool lenient = false;
+  // The model's defaults (generation_config.json): a request's temperature,
+  // top_p, reasoning effort and chat length when it gives none.
+  text::ChatDefaults defaults;
 };
 
 // Bounds on request fields (the body size and the prompt-token cap bound the rest).
@@ -44,9 +49,12 @@ struct GenerationRequest {
   std::string prompt_text;        // completions: a text prompt
   bool prompt_is_text = false;
 
-  // Chat rendering.
-  bool thinking = true;                  // reasoning_effort "none" turns it off
-  std::string reasoning_effort = "max";  // low | medium | high | max
+  // Chat rendering. Thinking is turned off by reasoning_effort "none" (or
+  // reasoning.effort), chat_template_kwargs {thinking|enable_thinking: false}
+  // (vLLM, SGLang), enable_thinking: false, or thinking {type: "disabled"}
+  // (Moonshot's API); the same switches set to true turn it on.
+  bool thinking = true;
+  std::string reasoning_effort = "max";  // low | high | max (medium is taken as high: text::thinking_effort)
   json tools = nullptr, tool_choice = nullptr, response_format = nullptr;
 
   int max_tokens = 0;  // 0: not given (the server picks its default)
@@ -57,8 +65,9 @@ struct GenerationRequest {
   int top_logprobs = 0;
   bool stream = false;
   bool include_usage = false;
-  // Extension (stream_options.include_progress): `event: prompt_progress` SSE events
-  // with {processed, total} prompt tokens after each prefill chunk (OpenAI clients ignore them).
+  // Extension (stream_options.include_progress): after each prefill chunk, a chunk
+  // with `choices: []` and prompt_progress {processed, total} prompt tokens (the
+  // shape of OpenAI's usage chunk, which clients' `choices[0]?.delta` loops pass over).
   bool include_progress = false;
   bool return_token_ids = false;  // extension (vLLM's name): ids of prompt and completion in the reply
   bool ignore_eos = false;        // extension (vLLM's name): do not stop on the end-of-message ids
@@ -68,7 +77,8 @@ struct GenerationRequest {
 // parsed: nested structures are walked recursively further on.
 void check_json_depth(std::string_view text, int max_depth);
 
-// Throw ApiError on anything they cannot honour. The seed is left at 0 when not given.
+// Throw ApiError on anything they cannot honour. The seed is left at 0 when not given;
+// what the request leaves out comes from lim.defaults.
 GenerationRequest parse_chat_request(const json& body, const Limits& lim);
 GenerationRequest parse_completion_request(const json& body, const Limits& lim);
 // The Responses API, minimal: `input` (a string, or messages with text parts),

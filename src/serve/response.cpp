@@ -110,6 +110,14 @@ json usage_chunk_json(const ReplyHeader& h, Endpoint e, const Usage& u) {
   return j;
 }
 
+json progress_chunk_json(const ReplyHeader& h, Endpoint e, size_t processed, size_t total, bool include_usage) {
+  json j = header_fields(h, e == Endpoint::chat ? "chat.completion.chunk" : "text_completion");
+  j["choices"] = json::array();
+  j["prompt_progress"] = {{"processed", processed}, {"total", total}};
+  if (include_usage) j["usage"] = nullptr;
+  return j;
+}
+
 json responses_object(const ReplyHeader& h, const std::string& status, const json& output, const json& usage) {
   return {{"id", h.id},
           {"object", "response"},

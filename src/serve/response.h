@@ -56,6 +56,9 @@ json chat_chunk_json(const ReplyHeader& h, const json& delta, const json& logpro
 json completion_chunk_json(const ReplyHeader& h, const std::string& text, const json& logprobs,
                            const json& finish_reason, bool include_usage);
 json usage_chunk_json(const ReplyHeader& h, Endpoint e, const Usage& u);
+// stream_options.include_progress: {"choices": [], "prompt_progress": {processed, total}},
+// shaped like the usage chunk so that SDK loops over `choices[0]?.delta` pass over it.
+json progress_chunk_json(const ReplyHeader& h, Endpoint e, size_t processed, size_t total, bool include_usage);
 
 // The Responses API (minimal): a response object with one message item of output_text.
 // status: in_progress | completed | incomplete (finish_reason "length").

@@ -25,6 +25,7 @@ Server::Impl::Impl(ServerOptions o)
   lim.model_id = opt.model_id;
   lim.max_tokens = opt.max_tokens;
   lim.lenient = opt.lenient;
+  lim.defaults = opt.defaults;
   declare_metrics();
   routes();
 }

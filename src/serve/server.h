@@ -37,6 +37,7 @@
 
 #include "engine/drafter.h"
 #include "k3/model.h"
+#include "text/chat_defaults.h"
 #include "text/tokenizer.h"
 
 namespace sluice::serve {
@@ -47,7 +48,10 @@ struct ServerOptions {
   std::string api_key;     // empty: no key needed
   int parallel = 1;        // sequences decoded together (one pass per step; serve/decoder.cpp)
   int queue = 4;           // requests that may wait behind the running ones
-  int max_tokens = 4096;   // completion tokens per request: the cap and the chat default
+  int max_tokens = 4096;   // completion tokens per request: the cap, and the chat default unless `defaults` has one
+  // The model's generation_config.json (text::chat_defaults): sampling, reasoning
+  // effort and the chat length of a request that does not give its own.
+  text::ChatDefaults defaults;
   int max_prompt_tokens = 32768;  // prompt tokens per request (far below K3's context: prefill is slow)
   size_t max_request_bytes = 8u << 20;  // the decoded body
   std::string model_id;    // the name clients must send; empty: the model directory's name

@@ -35,7 +35,7 @@ export async function waitFor(cond, ms, what) {
 // the fixture model unless args name one; opts.env: more environment variables.
 export async function startServer(args = [], opts = {}) {
   const parallel = args.includes('--parallel') || opts.defaultParallel ? [] : ['--parallel', '1'];
-  const model = args.includes('--model') ? [] : ['--model', MODEL];
+  const model = args.includes('--model') || args.includes('-m') ? [] : ['--model', MODEL];
   const proc = spawn(BIN, ['serve', ...model, '--host', '127.0.0.1', '--port', '0', ...parallel, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...opts.env },

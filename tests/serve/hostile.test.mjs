@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { gzipSync } from 'node:zlib';
+import OpenAI from 'openai';
 import { MODEL_ID, startServer, post, waitFor, withTimeout, sleep } from './helpers.mjs';
 
 // Peak resident memory of the server process, in bytes.
@@ -235,7 +236,7 @@ test('a retried identical request takes over the running one instead of generati
   }
 });
 
-test('stream_options.include_progress sends prompt_progress events the openai client skips', async () => {
+test('stream_options.include_progress: progress chunks (choices []) the openai client\'s plain loop passes over', async () => {
   const srv = await startServer(['--prefill-chunk', String(CHUNK)]);
   try {
     const res = await fetch(srv.url + '/v1/completions', {
@@ -243,11 +244,42 @@ test('stream_options.include_progress sends prompt_progress events the openai cl
       body: JSON.stringify({ model: MODEL_ID, prompt: longPrompt, max_tokens: 2, stream: true,
                              stream_options: { include_progress: true } }),
     });
-    const events = (await res.text()).split('\n\n').filter((e) => e.startsWith('event: prompt_progress\n'));
-    const progress = events.map((e) => JSON.parse(e.split('\n')[1].slice(6)));
+    const text = await res.text();
+    assert.doesNotMatch(text, /^event:/m); // SDKs hand every event's data to the caller as a chunk
+    const chunks = text.split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)));
+    const progress = chunks.filter((c) => c.prompt_progress);
     assert.equal(progress.length, longPrompt.length / CHUNK);
-    assert.deepEqual(progress.at(-1).processed, longPrompt.length);
-    assert.ok(progress.every((p, i) => p.total === longPrompt.length && p.processed === (i + 1) * CHUNK));
+    assert.ok(progress.every((c) => c.object === 'text_completion' && Array.isArray(c.choices) && c.choices.length === 0));
+    assert.equal(progress.at(-1).prompt_progress.processed, longPrompt.length);
+    assert.ok(progress.every((c, i) => c.prompt_progress.total === longPrompt.length &&
+                                       c.prompt_progress.processed === (i + 1) * CHUNK));
+
+    // The SDK's documented loops, with and without progress: no TypeError, the same text.
+    const client = new OpenAI({ baseURL: srv.baseURL, apiKey: 'unused', maxRetries: 0 });
+    const messages = [{ role: 'user', content: 'word '.repeat(80) }];
+    const seen = {};
+    for (const include_progress of [true, false]) {
+      let chat = '', n = 0;
+      const stream = await client.chat.completions.create({
+        model: MODEL_ID, messages, max_tokens: 4, temperature: 0, reasoning_effort: 'none', stream: true,
+        stream_options: { include_progress },
+      });
+      for await (const chunk of stream) {
+        chat += chunk.choices[0]?.delta?.content || '';
+        if (chunk.prompt_progress) n++;
+      }
+      let completion = '';
+      const cstream = await client.completions.create({
+        model: MODEL_ID, prompt: longPrompt, max_tokens: 4, temperature: 0, stream: true,
+        stream_options: { include_progress },
+      });
+      for await (const chunk of cstream) completion += chunk.choices[0]?.text || '';
+      seen[include_progress] = { chat, completion, n };
+    }
+    assert.ok(seen[true].n >= 2, `progress chunks in the chat stream: ${seen[true].n}`);
+    assert.equal(seen[false].n, 0); // only when asked for
+    assert.equal(seen[true].chat, seen[false].chat);
+    assert.equal(seen[true].completion, seen[false].completion);
   } finally {
     await srv.stop();
   }

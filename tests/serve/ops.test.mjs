@@ -188,7 +188,7 @@ test('/health answers 503 loading while the model opens, then version, device an
 });
 
 test('vendor fields: ignored with a warning by default, refused with --strict; reasoning_effort minimal', async () => {
-  const vendor = { min_p: 0.05, repetition_penalty: 1.1, chat_template_kwargs: { enable_thinking: false } };
+  const vendor = { min_p: 0.05, repetition_penalty: 1.1, typical_p: 0.9 };
   const srv = await startServer();
   try {
     const r = await post(srv, '/v1/chat/completions', chatBody(vendor));
@@ -208,6 +208,9 @@ test('vendor fields: ignored with a warning by default, refused with --strict; r
     }
     const m = await post(strict, '/v1/chat/completions', chatBody({ reasoning_effort: 'minimal' }));
     assert.equal(m.status, 400);
+    // The thinking switch is honoured, so --strict takes it too.
+    const t = await post(strict, '/v1/chat/completions', chatBody({ chat_template_kwargs: { enable_thinking: false } }));
+    assert.equal(t.status, 200, JSON.stringify(t.body));
   } finally {
     await strict.stop();
   }
