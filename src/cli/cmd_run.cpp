@@ -132,8 +132,10 @@ struct Runner {
   PrefixCache cache;
   std::optional<text::Tokenizer> tok;
 
-  Runner(const RunArgs& args, Model& m, uint64_t cache_bytes)
-      : a(args), model(m), session(m), cache(cache_bytes) {}
+  int ctx;  // -c/--ctx-size: the positions the plan reserved state for, a hard limit
+
+  Runner(const RunArgs& args, Model& m, uint64_t cache_bytes, int context)
+      : a(args), model(m), session(m), cache(cache_bytes), ctx(context) {}
 
   const text::Tokenizer& tokenizer() {
     if (!tok) tok = text::Tokenizer::load(a.m.dir);
@@ -163,6 +165,11 @@ struct Runner {
   };
   Turn generate_and_print(std::span<const int> prompt, bool chat, bool thinking, std::vector<int> stop_ids) {
     GenerateOptions o = options(std::move(stop_ids));
+    // The prompt must leave room in the context for a token; the reply stops at its end.
+    if (int64_t(prompt.size()) >= ctx)
+      fail("run", "the prompt is " + std::to_string(prompt.size()) + " tokens and the context (-c/--ctx-size) is " +
+                      std::to_string(ctx) + ": no room for a reply (give a larger -c)");
+    o.max_new_tokens = int(std::min<int64_t>(o.max_new_tokens, ctx - int64_t(prompt.size())));
     // Progress only for a prompt of several chunks (there is nothing to show before the first ends).
     std::optional<ProgressLine> progress;
     if (prompt.size() > size_t(a.batch)) {
@@ -318,7 +325,14 @@ struct Runner {
       }
       msgs.push_back({{"role", "user"}, {"content", line}});
       std::vector<int> prompt = text::render_chat(tokenizer(), msgs, co);
-      Turn t = generate_and_print(prompt, true, co.thinking, text::chat_stop_ids(tokenizer()));
+      Turn t;
+      try {
+        t = generate_and_print(prompt, true, co.thinking, text::chat_stop_ids(tokenizer()));
+      } catch (const Error& e) {  // the conversation outgrew the context: say so, keep the chat
+        std::fprintf(stderr, "sluice: %s (/reset starts over)\n", e.what());
+        msgs.erase(msgs.size() - 1);
+        continue;
+      }
       nlohmann::json reply = {{"role", "assistant"}, {"content", t.content}};
       if (co.thinking && !t.reasoning.empty()) reply["reasoning_content"] = t.reasoning;
       msgs.push_back(reply);
@@ -373,7 +387,7 @@ int run_run(RunArgs& a) {
   // Saved prefix states (the prompt end and the reply end, for the next chat turn) are part of the plan.
   mo.saved_states = 2;
   auto model = open_model(a.m.dir, mo);
-  Runner r(a, *model, model->plan.state_reserve / 3 * 2);
+  Runner r(a, *model, model->plan.state_reserve / 3 * 2, mo.max_context);
   r.tok = std::move(tok);
   install_sigint();
 

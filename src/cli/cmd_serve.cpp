@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -24,11 +25,15 @@
 #include <string>
 #include <thread>
 
+#include "base/bytes.h"
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "engine/batch.h"
 #include "kernels/device.h"
+#include "serve/guard.h"
+#include "serve/request_log.h"
+#include "serve/request_memory.h"
 #include "serve/server.h"
 #include "text/chat_defaults.h"
 #include "text/tokenizer.h"
@@ -46,6 +51,7 @@ struct ServeArgs {
   int test_load_delay_ms = 0;
   std::string draft = "suffix";
   int parallel = 0;  // 0: chosen from the budget (default_parallel)
+  std::string request_memory;  // --request-memory SIZE; empty: default_request_memory(budget)
 };
 
 // Bytes one sequence's state takes at `ctx` tokens: KDA state (fixed) plus the MLA cache.
@@ -77,6 +83,16 @@ std::string read_key_file(const std::string& path) {
   return key;
 }
 
+// One of serve's own log lines on stderr, timestamped, in --log-format's form.
+[[gnu::format(printf, 2, 3)]] void say(bool log_json, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  serve::log_message(buf, log_json);
+}
+
 std::string dir_name(std::string dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   size_t slash = dir.rfind('/');
@@ -99,6 +115,7 @@ int run_serve(ServeArgs& a) {
   }
   if (a.log_format != "text" && a.log_format != "json") fail("--log-format", "expected text or json");
   a.opt.log_json = a.log_format == "json";
+  const bool log_json = a.opt.log_json;
   a.opt.lenient = !a.strict;
   std::stringstream hosts(a.allowed_hosts);
   for (std::string h; std::getline(hosts, h, ',');)
@@ -120,6 +137,27 @@ int run_serve(ServeArgs& a) {
   ModelOptions mopt = model_options(a.m);
   a.opt.device = mopt.backend && std::string(mopt.backend->name) == "cuda" ? "cuda" : "cpu";
   a.opt.device_detail = describe_backend(mopt.backend ? *mopt.backend : cpu_backend());
+  if (mopt.on_plan) {  // the plan's lines as serve's log lines (timestamped, --log-format)
+    const int ctx = mopt.max_context;
+    const std::string device = a.opt.device_detail;
+    mopt.on_plan = [log_json, ctx, device](const MemoryPlan& p) {
+      say(log_json, "device: %s", device.c_str());
+      say(log_json, "memory plan: %s", describe_plan(p, ctx).c_str());
+    };
+  }
+  // -c is the context a request may fill, prompt and completion: the plan reserves state for it.
+  a.opt.context_length = mopt.max_context;
+  // Request bodies are handled inside the budget: the plan sets their memory aside.
+  const uint64_t budget = mopt.ram_budget ? mopt.ram_budget : default_ram_budget();
+  a.opt.request_memory = a.request_memory.empty() ? serve::default_request_memory(budget)
+                                                  : parse_byte_size(a.request_memory, "--request-memory");
+  mopt.extra_bytes += a.opt.request_memory;
+  const uint64_t prompt_cap = uint64_t(std::max(0, std::min(a.opt.max_prompt_tokens, mopt.max_context - 1)));
+  const uint64_t largest = std::min<uint64_t>(a.opt.max_request_bytes,
+                                              serve::largest_body(a.opt.request_memory, prompt_cap));
+  say(log_json,
+      "context %d tokens a request (-c); request bodies: %.1f MiB set aside (--request-memory), up to %.2f MiB each",
+      mopt.max_context, a.opt.request_memory / 1048576.0, largest / 1048576.0);
   a.opt.parallel = a.parallel > 0 ? a.parallel : default_parallel(open_checkpoint(a.m.dir, {.allow_unknown = a.m.allow_unknown}).config, mopt);
   // The N live states and the saved prefix states (a chat's prompt end and reply
   // end) live inside --ram-budget: the plan reserves state for them all (a budget
@@ -129,8 +167,14 @@ int run_serve(ServeArgs& a) {
   // A pass holds up to N sequences' rows (drafts included) or a prompt chunk,
   // and returns logits for every decode row: the plan's working buffers hold them.
   plan_batch_passes(mopt, a.opt.parallel, a.opt.draft.max_tokens, a.opt.prefill_chunk_tokens);
-  std::fprintf(stderr, "sluice serve: --parallel %d: up to %d sequences decoded together%s\n", a.opt.parallel,
-               a.opt.parallel, a.parallel > 0 ? "" : " (the default for this budget)");
+  say(log_json, "--parallel %d: up to %d sequences decoded together%s", a.opt.parallel, a.opt.parallel,
+      a.parallel > 0 ? "" : " (the default for this budget)");
+
+  if (a.opt.api_key.empty() && !serve::is_loopback_host(a.opt.host))
+    say(log_json,
+        "warning: --host %s is reachable from other machines and no API key is set: anyone who can reach it can use "
+        "the model (set SLUICE_API_KEY or --api-key-file, or listen on 127.0.0.1)",
+        a.opt.host.c_str());
 
   // Declared before the server, so they outlive it. The tokenizer first: a
   // broken tokenizer file fails in milliseconds, not after the spine has loaded.
@@ -139,8 +183,8 @@ int run_serve(ServeArgs& a) {
   tok.emplace(text::Tokenizer::load(a.m.dir));
   serve::Server server(a.opt);
   server.bind();
-  std::fprintf(stderr, "sluice serve: http://%s:%d/ is up; loading the model (GET /health answers 503 until ready)\n",
-               a.opt.host.c_str(), server.port());
+  say(log_json, "http://%s:%d/ is up; loading the model (GET /health answers 503 until ready)", a.opt.host.c_str(),
+      server.port());
 
   std::exception_ptr http_error;
   std::thread http([&] {
@@ -159,13 +203,13 @@ int run_serve(ServeArgs& a) {
     while (!done) {
       int sig = sigtimedwait(&stop_signals, nullptr, &tick);
       if (sig > 0 && stage == 0) {
-        std::fprintf(stderr, "sluice serve: %s: stopping (a running generation gets %.0f s; signal again to cancel it)\n",
-                     sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_grace);
+        say(log_json, "%s: stopping (a running generation gets %.0f s; signal again to cancel it)",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_grace);
         server.stop();
         stage = 1;
         deadline = Clock::now() + std::chrono::milliseconds(int64_t(a.shutdown_grace * 1000));
       } else if (stage == 1 && (sig > 0 || Clock::now() >= deadline)) {
-        if (server.running_generation()) std::fprintf(stderr, "sluice serve: cancelling the running generation\n");
+        if (server.running_generation()) say(log_json, "cancelling the running generation");
         server.cancel_running();
         stage = 2;
       }
@@ -184,11 +228,10 @@ int run_serve(ServeArgs& a) {
     model = open_model(a.m.dir, mopt);
     server.attach(*model, *tok);
     const MemoryPlan& p = model->plan;
-    std::fprintf(stderr,
-                 "sluice serve: model loaded in %.1f s (budget %.0f MiB: spine %.0f of %.0f MiB resident, expert "
-                 "cache %.0f MiB)\n",
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), p.budget / 1048576.0,
-                 p.spine_resident_bytes / 1048576.0, p.spine_total / 1048576.0, p.expert_cache / 1048576.0);
+    say(log_json,
+        "model loaded in %.1f s (budget %.0f MiB: spine %.0f of %.0f MiB resident, expert cache %.0f MiB)",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), p.budget / 1048576.0,
+        p.spine_resident_bytes / 1048576.0, p.spine_total / 1048576.0, p.expert_cache / 1048576.0);
   } catch (...) {
     finish();
     throw;
@@ -201,7 +244,7 @@ int run_serve(ServeArgs& a) {
   done = true;
   signals.join();
   if (http_error) std::rethrow_exception(http_error);
-  std::fprintf(stderr, "sluice serve: stopped\n");
+  say(log_json, "stopped");
   return 0;
 }
 
@@ -229,6 +272,10 @@ Command reg("serve", "Serve the model over an OpenAI-compatible HTTP API", [](CL
   sub.add_option("--max-request-bytes", o.max_request_bytes, "Largest request body, decoded; larger get 413")
       ->capture_default_str()
       ->check(CLI::Range(size_t(1024), size_t(1) << 32));
+  sub.add_option("--request-memory", a->request_memory,
+                 "Memory set aside for reading and parsing request bodies, inside --ram-budget (default: an eighth "
+                 "of the budget, 4 MiB to 1 GiB); a body that does not fit waits, then gets 503")
+      ->transform(byte_size("--request-memory"));
   sub.add_option("--served-model-name", o.model_id, "Model id clients send (default: the directory name)");
   sub.add_option("--state-cache-mb", a->state_cache_mb, "Memory for saved prefix states (0: no reuse)")
       ->capture_default_str();

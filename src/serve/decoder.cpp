@@ -68,7 +68,7 @@ void Server::Impl::decode_loop() {
     try {
       batch->step();  // a failed pass ends its generations with the error (engine/batch.h)
     } catch (const std::exception& e) {  // anything else: said, and the loop goes on
-      std::fprintf(stderr, "sluice serve: decode step: %s\n", e.what());
+      log_message(std::string("decode step: ") + e.what(), opt.log_json);
     }
     const Batch::Stats& s = batch->stats();
     if (s.passes > last.passes) {

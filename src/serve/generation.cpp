@@ -2,6 +2,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "hub/sha256.h"
 #include "serve/server_impl.h"
 #include "serve/socket.h"
 #include "text/chat.h"
@@ -30,28 +31,60 @@ ExpertStats minus(const ExpertStats& a, const ExpertStats& b) {
   return d;
 }
 
-// A cheap, stable key for "the same request again": the key it came with and the body.
+// A stable key for "the same request again": a digest of the route, the key it came
+// with and the body (a body may be megabytes; the key lives as long as the generation).
 std::string dedup_key(const httplib::Request& req, const std::string& body) {
-  return req.path + '\n' + req.get_header_value("Authorization") + '\n' + body;
+  Hasher h;
+  for (const std::string& part : {req.path, req.get_header_value("Authorization")}) {
+    h.update(part.data(), part.size());
+    h.update("\n", 1);
+  }
+  h.update(body.data(), body.size());
+  return h.finish_hex();
+}
+
+// The body as JSON, holding at most max_values values (request_memory.h paid for
+// that many); more is a 413 while parsing, before they are all made.
+json parse_body(const std::string& text, uint64_t max_values) {
+  uint64_t values = 0;
+  json::parser_callback_t count = [&](int, json::parse_event_t ev, json&) {
+    if (ev == json::parse_event_t::value || ev == json::parse_event_t::object_start ||
+        ev == json::parse_event_t::array_start || ev == json::parse_event_t::key) {
+      if (++values > max_values)
+        throw ApiError{413,
+                       "The request body holds more than " + std::to_string(max_values) +
+                           " JSON values, more than this server handles for a body of its size.",
+                       "invalid_request_error", "", "request_too_large"};
+    }
+    return true;
+  };
+  json body = json::parse(text, count, /*allow_exceptions=*/false);
+  if (body.is_discarded())
+    throw ApiError{400,
+                   "We could not parse the JSON body of your request. (HINT: This likely means you aren't using "
+                   "your HTTP library correctly. The OpenAI API expects a JSON payload.)",
+                   "invalid_request_error", "", "invalid_json"};
+  return body;
 }
 
 }  // namespace
 
 Job Server::Impl::prepare(const std::string& text, Api api) {
   check_json_depth(text, 64);
-  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded())
-    throw ApiError{400,
-                   "We could not parse the JSON body of your request. (HINT: This likely means you aren't using "
-                   "your HTTP library correctly. The OpenAI API expects a JSON payload.)",
-                   "invalid_request_error", "", "invalid_json"};
+  const uint64_t cap = prompt_cap();
   Job job;
-  job.req = api == Api::chat_completions ? parse_chat_request(body, lim)
-            : api == Api::responses      ? parse_responses_request(body, lim)
-                                         : parse_completion_request(body, lim);
+  {
+    const json body = parse_body(text, json_value_limit(text.size(), cap));
+    job.req = api == Api::chat_completions ? parse_chat_request(body, lim)
+              : api == Api::responses      ? parse_responses_request(body, lim)
+                                           : parse_completion_request(body, lim);
+  }
   GenerationRequest& g = job.req;
   for (const std::string& f : g.ignored) request_context().log.warnings.push_back("ignored:" + f);
   const bool chat = g.endpoint == Endpoint::chat;
+  // Tokenizing stops a token past the longest prompt that could be accepted: a huge
+  // prompt is refused without its millions of tokens being made.
+  bool cut = false;
   try {
     if (chat) {
       text::ChatOptions co;
@@ -60,42 +93,61 @@ Job Server::Impl::prepare(const std::string& text, Api api) {
       co.tools = g.tools;
       co.tool_choice = g.tool_choice;
       co.response_format = g.response_format;
-      job.prompt = text::render_chat(*tok, g.messages, co);
+      job.prompt = text::render_chat(*tok, g.messages, co, cap);
+      cut = job.prompt.size() > cap;
     } else if (g.prompt_is_text) {
       // A raw interface: special-token spellings in the prompt are the tokens.
-      job.prompt = tok->encode(g.prompt_text, /*allow_special=*/true);
+      cut = !tok->encode_into(g.prompt_text, /*allow_special=*/true, job.prompt, cap);
     } else {
-      job.prompt = g.prompt_ids;
+      job.prompt = std::move(g.prompt_ids);
     }
     if (!g.ignore_eos) job.stop_ids = text::chat_stop_ids(*tok);
   } catch (const Error& e) {
     refuse(chat ? (api == Api::responses ? "input" : "messages") : "prompt", e.what());
   }
+  // What made the prompt is not needed any more (a generation keeps its tokens only).
+  g.messages = nullptr;
+  std::string().swap(g.prompt_text);
+  std::vector<int>().swap(g.prompt_ids);
   if (job.prompt.empty()) refuse("prompt", "The prompt is empty.");
-  if (int64_t(job.prompt.size()) > opt.max_prompt_tokens)
-    throw ApiError{400,
-                   "The prompt is " + std::to_string(job.prompt.size()) + " tokens; this server accepts at most " +
-                       std::to_string(opt.max_prompt_tokens) + " (--max-prompt-tokens).",
-                   "invalid_request_error", chat ? "messages" : "prompt", "prompt_too_long"};
-  const int64_t room = lim.context_length - int64_t(job.prompt.size());
-  // Not given: a chat reply gets the model's length (within --max-tokens), else --max-tokens;
-  // a completion gets 16 tokens, OpenAI's default.
-  const int chat_default = lim.defaults.max_new_tokens > 0 ? std::min(lim.defaults.max_new_tokens, opt.max_tokens)
-                                                            : opt.max_tokens;
-  if (g.max_tokens == 0) g.max_tokens = int(std::min<int64_t>(chat ? chat_default : 16, room));
-  if (room < 1 || g.max_tokens > room)
-    throw ApiError{400,
-                   "This model's maximum context length is " + std::to_string(lim.context_length) +
-                       " tokens. However, you requested " + std::to_string(job.prompt.size() + size_t(g.max_tokens)) +
-                       " tokens (" + std::to_string(job.prompt.size()) + " in the prompt, " +
-                       std::to_string(g.max_tokens) + " for the completion).",
-                   "invalid_request_error", "messages", "context_length_exceeded"};
+  check_prompt_length(job, cut);
   if (!g.seed_given) g.sampling.seed = new_seed();
   job.head.id = new_id(id_prefix(api));
   job.head.created = unix_now();
   job.head.model = opt.model_id;
   job.head.fingerprint = fingerprint;
   return job;
+}
+
+void Server::Impl::check_prompt_length(Job& job, bool cut) const {
+  GenerationRequest& g = job.req;
+  const bool chat = g.endpoint == Endpoint::chat;
+  const int64_t n = int64_t(job.prompt.size());
+  // A cut prompt's length is known only to be past the cap.
+  const std::string count = cut ? "more than " + std::to_string(prompt_cap()) : std::to_string(n);
+  if (n > opt.max_prompt_tokens)
+    throw ApiError{400,
+                   "The prompt is " + count + " tokens; this server accepts at most " +
+                       std::to_string(opt.max_prompt_tokens) + " (--max-prompt-tokens).",
+                   "invalid_request_error", chat ? "messages" : "prompt", "prompt_too_long"};
+  // Prompt and completion must fit the context (-c/--ctx-size: what the plan reserved
+  // state for): a prompt that leaves no room for a token is refused, and the
+  // completion, asked for or not, is cut to the room left (finish_reason "length").
+  const int64_t room = lim.context_length - n;
+  if (room >= 1) {
+    // Not given: a chat reply gets the model's length (generation_config.json, within
+    // --max-tokens), else --max-tokens; a completion gets 16 tokens, OpenAI's default.
+    const int chat_default = lim.defaults.max_new_tokens > 0 ? std::min(lim.defaults.max_new_tokens, opt.max_tokens)
+                                                              : opt.max_tokens;
+    const int64_t want = g.max_tokens > 0 ? g.max_tokens : (chat ? chat_default : 16);
+    g.max_tokens = int(std::min<int64_t>(want, room));
+    return;
+  }
+  const std::string msg = "This model's maximum context length is " + std::to_string(lim.context_length) +
+                          " tokens" + (opt.context_length > 0 ? " (as this server runs it: -c/--ctx-size)" : "") +
+                          ". However, your prompt is " + count + " tokens, which leaves no room for a completion.";
+  throw ApiError{400, msg + " Please reduce the length of the messages.", "invalid_request_error",
+                 chat ? "messages" : "prompt", "context_length_exceeded"};
 }
 
 Ticket Server::Impl::admit() {
@@ -200,21 +252,23 @@ Outcome Server::Impl::run(Job& job, const std::function<bool(Piece&)>& emit, con
   return out;
 }
 
-void Server::Impl::handle_generation(const httplib::Request& req, httplib::Response& res, const std::string& body,
-                                     Api api) {
+void Server::Impl::handle_generation(const httplib::Request& req, httplib::Response& res, std::string body,
+                                     MemoryGrant grant, Api api) {
   count(&Counters::requests);
   RequestLog& log = request_context().log;
   try {
+    std::string key = dedup_key(req, body);
     Job job = prepare(body, api);
+    // The body, its JSON and its text are gone: what the generation keeps is its tokens.
+    std::string().swap(body);
+    grant.release();
     log.id = job.head.id;
     log.stream = job.req.stream;
     const int fd = find_connection_fd(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
 
     // A retry of a running non-streaming request waits for that request's reply.
-    std::string key;
     std::shared_ptr<SharedReply> shared;
     if (!job.req.stream) {
-      key = dedup_key(req, body);
       std::lock_guard<std::mutex> lock(mu);
       auto it = running.find(key);
       if (it != running.end()) {
@@ -252,7 +306,7 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   } catch (const std::exception& e) {
     count(&Counters::failed);
     log.outcome = "failed";
-    std::fprintf(stderr, "sluice serve: %s %s: %s\n", req.method.c_str(), req.path.c_str(), e.what());
+    log_message(req.method + " " + req.path + ": " + e.what(), opt.log_json);
     send_error(res, ApiError{500, std::string("Generation failed: ") + e.what(), "server_error", "", ""});
   }
 }
@@ -455,7 +509,7 @@ bool Server::Impl::stream_body(StreamJob& st, httplib::DataSink& sink) {
   } catch (const std::exception& e) {
     count(&Counters::failed);
     log.outcome = "failed";
-    std::fprintf(stderr, "sluice serve: streaming %s: %s\n", h.id.c_str(), e.what());
+    log_message("streaming " + h.id + ": " + e.what(), opt.log_json);
     return end_with_error(ApiError{500, std::string("Generation failed: ") + e.what(), "server_error", "", ""});
   }
   record(out, t0);

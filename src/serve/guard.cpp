@@ -58,6 +58,20 @@ bool host_allowed(const std::string& host_header, const std::string& bind_host,
   return false;
 }
 
+bool is_loopback_host(const std::string& host) {
+  std::string h = lower(trim(host));
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  if (h == "localhost" || h == "localhost.") return true;
+  in_addr a4;
+  if (inet_pton(AF_INET, h.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  in6_addr a6;
+  if (inet_pton(AF_INET6, h.c_str(), &a6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&a6)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) return a6.s6_addr[12] == 127;  // ::ffff:127.x.y.z
+  }
+  return false;
+}
+
 bool is_json_media_type(const std::string& content_type) {
   std::string t = lower(trim(content_type.substr(0, content_type.find(';'))));
   return t == "application/json";

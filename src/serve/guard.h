@@ -20,6 +20,10 @@ bool bearer_matches(const std::string& authorization, const std::string& key);
 bool host_allowed(const std::string& host_header, const std::string& bind_host,
                   const std::vector<std::string>& allowed);
 
+// Is a --host address reachable only from this machine (127.0.0.0/8, ::1,
+// localhost)? Binding anything else without an API key serves the model to the network.
+bool is_loopback_host(const std::string& host);
+
 // Content-Type is application/json (parameters such as charset allowed).
 // Browsers send text/plain and form types without a CORS preflight.
 bool is_json_media_type(const std::string& content_type);

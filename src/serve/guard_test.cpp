@@ -33,6 +33,13 @@ TEST(Guard, HostHeader) {
   EXPECT_TRUE(host_allowed("anything.example", "0.0.0.0", {"*"}));
 }
 
+TEST(Guard, LoopbackHosts) {
+  for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LocalHost", "::ffff:127.0.0.1"})
+    EXPECT_TRUE(is_loopback_host(h)) << h;
+  for (const char* h : {"0.0.0.0", "::", "[::]", "192.168.1.5", "10.0.0.1", "example.com", "128.0.0.1", "::ffff:10.0.0.1", ""})
+    EXPECT_FALSE(is_loopback_host(h)) << h;
+}
+
 TEST(Guard, JsonMediaType) {
   EXPECT_TRUE(is_json_media_type("application/json"));
   EXPECT_TRUE(is_json_media_type("Application/JSON; charset=utf-8"));

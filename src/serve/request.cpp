@@ -42,20 +42,32 @@ const char* type_name(const json& v) {
 bool present(const json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
 
 // An integer (JSON integers, or floats with an integral value) within [lo, hi].
+// Compared exactly: a float such as 9.3e18 is past int64 (and a double cannot
+// hold INT64_MAX: 2^63 compares equal to it), so it is refused, never cast.
 int64_t get_int(const json& v, const std::string& param, int64_t lo, int64_t hi) {
-  double d;
-  if (v.is_number_integer())
-    d = double(v.get<int64_t>());
-  else if (v.is_number_unsigned())
-    d = double(v.get<uint64_t>());
-  else if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
-    d = v.get<double>();
-  else
+  bool in_range;
+  int64_t n = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    in_range = u <= uint64_t(std::numeric_limits<int64_t>::max()) && int64_t(u) >= lo && int64_t(u) <= hi;
+    n = int64_t(u);
+  } else if (v.is_number_integer()) {
+    n = v.get<int64_t>();
+    in_range = n >= lo && n <= hi;
+  } else if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) {
+    const double d = v.get<double>();
+    in_range = d >= -0x1p63 && d < 0x1p63;  // representable as int64
+    if (in_range) {
+      n = int64_t(d);
+      in_range = n >= lo && n <= hi;
+    }
+  } else {
     wrong_type(param, v, "an integer");
-  if (d < double(lo) || d > double(hi))
+  }
+  if (!in_range)
     refuse(param, "Invalid '" + param + "': " + v.dump() + " is out of range; expected " + std::to_string(lo) +
                       " to " + std::to_string(hi) + ".");
-  return v.is_number_unsigned() ? int64_t(v.get<uint64_t>()) : v.is_number_integer() ? v.get<int64_t>() : int64_t(d);
+  return n;
 }
 
 double get_number(const json& v, const std::string& param, double lo, double hi) {
@@ -151,12 +163,9 @@ void parse_common(const json& body, const Limits& lim, GenerationRequest& r) {
   if (present(body, "top_k") && r.sampling.top_k != 1)
     r.sampling.top_k = int(get_int(body["top_k"], "top_k", 0, std::numeric_limits<int32_t>::max()));
   if (present(body, "seed")) {
-    const json& s = body["seed"];
-    if (s.is_number_unsigned())
-      r.sampling.seed = s.get<uint64_t>();
-    else
-      r.sampling.seed = uint64_t(get_int(s, "seed", std::numeric_limits<int64_t>::min(),
-                                         std::numeric_limits<int64_t>::max()));
+    // An int64, as OpenAI's API takes it; negative seeds wrap (-1: 2^64 - 1).
+    r.sampling.seed = uint64_t(
+        get_int(body["seed"], "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
     r.seed_given = true;
   }
 

@@ -1,6 +1,8 @@
 #include "serve/request_log.h"
 
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include <nlohmann/json.hpp>
 
@@ -22,26 +24,34 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-// A value for the text form: one word, control characters and spaces escaped.
+// A value for the text form: one word, or a quoted string when it holds spaces or
+// quotes (logfmt's way: readable, still one field); control characters escaped.
 std::string word(const std::string& s) {
+  bool quote = false;
   std::string out;
   for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f || c == ' ' || c == '"' || c == '\\') {
+    if (c < 0x20 || c == 0x7f) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
+    } else if (c == '"' || c == '\\') {
+      quote = true;
+      out += '\\';
+      out += char(c);
     } else {
+      quote = quote || c == ' ' || c == '=';
       out += char(c);
     }
   }
+  if (quote) return '"' + out + '"';
   return out.empty() ? "-" : out;
 }
 
 }  // namespace
 
 std::string RequestLog::text() const {
-  std::string s = "sluice serve: " + word(method) + " " + word(path) + " " + std::to_string(status) + " " +
-                  outcome_of(*this);
+  std::string s = time.empty() ? "" : time + " ";
+  s += "sluice serve: " + word(method) + " " + word(path) + " " + std::to_string(status) + " " + outcome_of(*this);
   if (!id.empty()) s += " id=" + word(id);
   if (stream) s += " stream=1";
   if (prompt_tokens >= 0) s += " prompt=" + std::to_string(prompt_tokens);
@@ -62,6 +72,7 @@ std::string RequestLog::text() const {
 std::string RequestLog::json_line() const {
   nlohmann::json j = {{"event", "request"}, {"method", method}, {"path", path}, {"status", status},
                       {"outcome", outcome_of(*this)}};
+  if (!time.empty()) j["time"] = time;
   if (!id.empty()) j["id"] = id;
   if (stream) j["stream"] = true;
   if (prompt_tokens >= 0) j["prompt_tokens"] = prompt_tokens;
@@ -77,6 +88,29 @@ std::string RequestLog::json_line() const {
   if (!error.empty()) j["error"] = error;
   if (!warnings.empty()) j["warnings"] = warnings;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string log_time() {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", int(ms));
+  return buf;
+}
+
+std::string message_line(const std::string& message, bool json) {
+  if (!json) return log_time() + " sluice serve: " + message;
+  nlohmann::json j = {{"time", log_time()}, {"event", "message"}, {"message", message}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void log_message(const std::string& message, bool json) {
+  const std::string line = message_line(message, json) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
 }  // namespace sluice::serve

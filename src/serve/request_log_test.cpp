@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 
 namespace sluice::serve {
 namespace {
@@ -47,6 +48,31 @@ TEST(RequestLog, OutcomeFromStatusAndNoControlCharacters) {
   r.outcome = "cancelled";
   EXPECT_NE(r.text().find(" 200 cancelled"), std::string::npos);
   EXPECT_EQ(r.json_line().find('\n'), std::string::npos);
+}
+
+// Readable text logs (spaces are not \x20) and a timestamp on every line, both formats.
+TEST(RequestLog, ReadableValuesAndTimestamps) {
+  RequestLog r;
+  r.method = "POST";
+  r.path = "/v1/completions";
+  r.status = 400;
+  r.error = "The prompt is \"long\" a=b";
+  r.warnings = {"ignored:min_p"};
+  EXPECT_EQ(r.text(),
+            "sluice serve: POST /v1/completions 400 refused error=\"The prompt is \\\"long\\\" a=b\" "
+            "warning=ignored:min_p");
+  EXPECT_EQ(r.text().find("\\x20"), std::string::npos);
+  r.time = log_time();
+  ASSERT_EQ(r.time.size(), 24u);  // 2026-12-05T08:50:00.123Z
+  EXPECT_TRUE(std::regex_match(r.time, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)"))) << r.time;
+  EXPECT_EQ(r.text().rfind(r.time + " sluice serve: POST ", 0), 0u) << r.text();
+  EXPECT_EQ(nlohmann::json::parse(r.json_line())["time"], r.time);
+  const std::string text = message_line("listening", false);
+  EXPECT_TRUE(std::regex_match(text, std::regex(R"(\d{4}-\S+Z sluice serve: listening)"))) << text;
+  auto j = nlohmann::json::parse(message_line("listening", true));
+  EXPECT_EQ(j["event"], "message");
+  EXPECT_EQ(j["message"], "listening");
+  EXPECT_EQ(j["time"].get<std::string>().size(), 24u);
 }
 
 }  // namespace

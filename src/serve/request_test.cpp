@@ -7,6 +7,7 @@
 #include "text/chat.h"
 
 #include <cstdio>
+#include <limits>
 
 namespace sluice::serve {
 namespace {
@@ -213,6 +214,26 @@ TEST(Request, BoundedFields) {
   EXPECT_EQ(error_of([&] { parse_chat_request(chat({{"stop", std::string(kMaxStopLength + 1, 'x')}}), limits(true)); })
                 .param,
             "stop");
+}
+
+// Integer fields are range-checked exactly: floats past int64 (9.3e18, 2^63) and
+// integers past a field's range are 400s, never cast.
+TEST(Request, IntegerFieldsRangeChecked) {
+  const int64_t max64 = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(parse_chat_request(chat({{"seed", max64}}), limits(true)).sampling.seed, uint64_t(max64));
+  EXPECT_EQ(parse_chat_request(chat({{"seed", -1}}), limits(true)).sampling.seed, ~0ull);
+  EXPECT_EQ(parse_chat_request(chat({{"seed", 1e18}}), limits(true)).sampling.seed, uint64_t(1000000000000000000));
+  for (json bad : {json(9.3e18), json(9223372036854775808.0), json(-9.3e18), json(uint64_t(max64) + 1),
+                   json(~0ull), json(1e300)}) {
+    ApiError e = error_of([&] { parse_chat_request(chat({{"seed", bad}}), limits(true)); });
+    EXPECT_EQ(e.status, 400) << bad.dump();
+    EXPECT_EQ(e.param, "seed") << bad.dump();
+  }
+  for (const char* k : {"max_tokens", "max_completion_tokens", "n", "top_k"})
+    for (json bad : {json(9.22e18), json(-9.22e18), json(uint64_t(1) << 40)})
+      EXPECT_EQ(error_of([&] { parse_chat_request(chat({{k, bad}}), limits(true)); }).param, k) << k << bad.dump();
+  EXPECT_EQ(error_of([&] { parse_completion_request({{"model", "m"}, {"prompt", {1, 9.3e18}}}, limits(true)); }).param,
+            "prompt[1]");
 }
 
 TEST(Request, Responses) {

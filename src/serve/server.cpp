@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include "base/error.h"
@@ -21,7 +22,10 @@ const char* server_version() {
 }
 
 Server::Impl::Impl(ServerOptions o)
-    : opt(std::move(o)), sched(opt.queue, std::max(opt.parallel, 1)), id_rng(std::random_device{}() ^ uint64_t(unix_now())) {
+    : opt(std::move(o)),
+      req_mem(opt.request_memory),
+      sched(opt.queue, std::max(opt.parallel, 1)),
+      id_rng(std::random_device{}() ^ uint64_t(unix_now())) {
   lim.model_id = opt.model_id;
   lim.max_tokens = opt.max_tokens;
   lim.lenient = opt.lenient;
@@ -44,6 +48,7 @@ void Server::Impl::attach(Model& m, const text::Tokenizer& t) {
   lim.model_id = opt.model_id;
   lim.vocab_size = m.config().vocab_size;
   lim.context_length = m.config().max_position_embeddings;
+  if (opt.context_length > 0) lim.context_length = std::min<int64_t>(lim.context_length, opt.context_length);
   ready = true;  // publishes the fields above
 }
 
@@ -66,11 +71,14 @@ void Server::Impl::guard(const httplib::Request& req, bool open) const {
 }
 
 void Server::Impl::drop_body(const httplib::Request& req, httplib::Response& res,
-                             const httplib::ContentReader* reader) const {
+                             const httplib::ContentReader* reader, uint64_t drain) const {
   const std::string length = req.get_header_value("Content-Length");
+  // No Content-Length and not chunked: there is no body (RFC 9112, 6.3), nothing to drop. (Shutting
+  // the reading side would also lose the answer: cpp-httplib writes none on a socket it sees closed.)
+  if (length.empty() && !req.has_header("Transfer-Encoding")) return;
   const bool small = !req.has_header("Content-Encoding") && !req.has_header("Transfer-Encoding") &&
                      !req.is_multipart_form_data() && !length.empty() &&
-                     std::strtoull(length.c_str(), nullptr, 10) <= kDrainLimit;
+                     std::strtoull(length.c_str(), nullptr, 10) <= drain;
   if (reader && small) {
     (*reader)([](const char*, size_t) { return true; });
     return;
@@ -81,17 +89,75 @@ void Server::Impl::drop_body(const httplib::Request& req, httplib::Response& res
   if (fd >= 0) ::shutdown(fd, SHUT_RD);
 }
 
+namespace {
+
+ApiError too_large(uint64_t limit, bool by_memory) {
+  return {413,
+          "The request body is larger than this server accepts (" + std::to_string(limit) + " bytes decoded, " +
+              (by_memory ? "what the memory it sets aside for requests holds: --request-memory, --ram-budget)."
+                         : "--max-request-bytes)."),
+          "invalid_request_error", "", "request_too_large"};
+}
+
+ApiError memory_busy() {
+  return {503,
+          "The server is reading other large requests and has no memory free for this one; retry after the time in "
+          "the Retry-After header.",
+          "server_error", "", "server_busy"};
+}
+
+}  // namespace
+
 std::string Server::Impl::read_body(const httplib::Request& req, httplib::Response& res,
-                                    const httplib::ContentReader& reader) {
+                                    const httplib::ContentReader& reader, MemoryGrant& grant) {
+  // Paid for before it is read: a plain body by its Content-Length, a chunked or
+  // compressed one (size unknown until decoded) as it grows, by doubling.
+  std::string encoding = req.get_header_value("Content-Encoding");
+  for (char& c : encoding) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (!encoding.empty() && encoding != "gzip" && encoding != "deflate" && encoding != "identity") {
+    uint64_t seen = 0;  // read (decoded, if the library can) and dropped, up to the limit
+    reader([&](const char*, size_t n) { return (seen += n) <= opt.max_request_bytes; });
+    res.set_header("Connection", "close");
+    throw ApiError{400, "The body's Content-Encoding '" + encoding + "' is not supported (gzip or deflate).",
+                   "invalid_request_error", "", "invalid_body"};
+  }
+  const uint64_t cap = prompt_cap();
+  const uint64_t by_memory = largest_body(req_mem.capacity(), cap);
+  const uint64_t limit = std::min<uint64_t>(opt.max_request_bytes, by_memory);
+  grant = MemoryGrant(&req_mem, 0);
+  uint64_t paid = 0;
+  auto pay = [&](uint64_t bytes) {
+    const uint64_t more = request_cost(bytes, cap) - (paid ? request_cost(paid, cap) : 0);
+    if (!grant.take(more, kMemoryWait)) return false;
+    paid = bytes;
+    return true;
+  };
+  const std::string length = req.get_header_value("Content-Length");
+  const bool plain = !length.empty() && !req.has_header("Content-Encoding") && res.status != 413;
   std::string body;
-  bool over = false;
+  if (plain) {
+    const uint64_t n = std::strtoull(length.c_str(), nullptr, 10);
+    // Refused bodies within --max-request-bytes are read and dropped: the client gets its answer.
+    if (n > limit) {
+      drop_body(req, res, &reader, opt.max_request_bytes);
+      throw too_large(limit, limit < opt.max_request_bytes);
+    }
+    if (!pay(n)) {
+      drop_body(req, res, &reader, opt.max_request_bytes);
+      throw memory_busy();
+    }
+    body.reserve(n);
+  } else if (!pay(std::min<uint64_t>(kDrainLimit, limit))) {
+    drop_body(req, res, nullptr);
+    throw memory_busy();
+  }
+  bool over = false, busy = false;
   // The receiver sees the body decoded (chunks joined, gzip/deflate inflated) a piece at a
   // time, so the limit holds for what is decoded, not for what was sent.
   bool ok = reader([&](const char* data, size_t n) {
-    if (body.size() + n > opt.max_request_bytes) {
-      over = true;
-      return false;
-    }
+    const uint64_t want = body.size() + n;
+    if (want > limit) return !(over = true);
+    if (want > paid && !pay(std::min(limit, std::max(want, 2 * paid)))) return !(busy = true);
     body.append(data, n);
     return true;
   });
@@ -102,13 +168,14 @@ std::string Server::Impl::read_body(const httplib::Request& req, httplib::Respon
       drop_body(req, res, nullptr);
     else
       res.set_header("Connection", "close");
-    throw ApiError{413,
-                   "The request body is larger than this server accepts (" + std::to_string(opt.max_request_bytes) +
-                       " bytes decoded, --max-request-bytes).",
-                   "invalid_request_error", "", "request_too_large"};
+    throw too_large(over ? limit : opt.max_request_bytes, over && limit < opt.max_request_bytes);
   }
-  if (!ok) {
+  if (busy) {
     drop_body(req, res, nullptr);
+    throw memory_busy();
+  }
+  if (!ok) {  // what is left of it unread is dropped with the connection, after the answer
+    res.set_header("Connection", "close");
     throw ApiError{400, "The request body could not be read (bad chunking or compression?).",
                    "invalid_request_error", "", "invalid_body"};
   }
@@ -136,15 +203,24 @@ void Server::Impl::handle_post(const httplib::Request& req, httplib::Response& r
     return;
   }
   std::string body;
+  MemoryGrant grant;
   if (reader) {
     try {
-      body = read_body(req, res, *reader);
+      body = read_body(req, res, *reader, grant);
     } catch (const ApiError& e) {
+      if (e.status == 503) res.set_header("Retry-After", "1");
       send_error(res, e);
       return;
     }
   }
-  handle_generation(req, res, body, api);
+  handle_generation(req, res, std::move(body), std::move(grant), api);
+}
+
+std::string allowed_methods(const std::string& path) {
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/responses") return "POST";
+  if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/health" || path == "/metrics")
+    return "GET, HEAD";
+  return "";
 }
 
 void Server::Impl::finish_request(const httplib::Request& req, const httplib::Response& res) {
@@ -157,6 +233,7 @@ void Server::Impl::finish_request(const httplib::Request& req, const httplib::Re
   }
   log.status = res.status;
   if (c.t0 != Clock::time_point{}) log.seconds = seconds_since(c.t0);
+  log.time = log_time();
   const std::string line = opt.log_json ? log.json_line() : log.text();
   std::fprintf(stderr, "%s\n", line.c_str());  // one write per line
   static const char* const kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models",
@@ -265,22 +342,42 @@ void Server::Impl::routes() {
       handle_post(req, res, nullptr, api);
     });
   }
-  // Any other request with a body is refused without reading it: cpp-httplib would
-  // otherwise read it whole (chunked bodies without a size limit) before its 404.
-  auto unknown = [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+  // Any other request is refused, one with a body without reading it: cpp-httplib
+  // would otherwise read it whole (chunked bodies without a size limit) before its 404.
+  // A route asked with a method it does not answer gets 405 and an Allow header.
+  auto refuse_route = [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string allow = allowed_methods(req.path);
     ApiError e{404, "Invalid URL (" + req.method + " " + req.path + ")", "invalid_request_error", "", ""};
+    if (!allow.empty())
+      e = ApiError{405,
+                   "The method " + req.method + " is not allowed for " + req.path + " (allowed: " + allow + ").",
+                   "invalid_request_error", "", "method_not_allowed"};
     try {
       guard(req, true);
     } catch (const ApiError& g) {
       e = g;
     }
+    if (e.status == 405) res.set_header("Allow", allow);
+    return e;
+  };
+  auto unknown = [this, refuse_route](const httplib::Request& req, httplib::Response& res,
+                                      const httplib::ContentReader& reader) {
+    ApiError e = refuse_route(req, res);
     drop_body(req, res, &reader);
     send_error(res, e);
   };
+  auto unknown_bodiless = [refuse_route](const httplib::Request& req, httplib::Response& res) {
+    send_error(res, refuse_route(req, res));
+  };
+  for (auto& [path, api] : posts) http.Get(path, unknown_bodiless);
   http.Post(".*", unknown);
   http.Put(".*", unknown);
   http.Patch(".*", unknown);
   http.Delete(".*", unknown);
+  http.Put(".*", unknown_bodiless);
+  http.Patch(".*", unknown_bodiless);
+  http.Delete(".*", unknown_bodiless);
+  http.Options(".*", unknown_bodiless);
 }
 
 Server::Server(ServerOptions opt) : impl_(std::make_unique<Impl>(std::move(opt))) {

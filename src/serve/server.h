@@ -54,6 +54,13 @@ struct ServerOptions {
   text::ChatDefaults defaults;
   int max_prompt_tokens = 32768;  // prompt tokens per request (far below K3's context: prefill is slow)
   size_t max_request_bytes = 8u << 20;  // the decoded body
+  // The context a request may fill, prompt and completion together (-c/--ctx-size,
+  // what the memory plan reserved state for); longer requests get 400
+  // context_length_exceeded, and /v1/models says it. 0: the model's own.
+  int64_t context_length = 0;
+  // Bytes set aside for handling request bodies (serve/request_memory.h): a body is
+  // charged before it is read; beyond, 503 with Retry-After (or 413 when it could never fit).
+  uint64_t request_memory = 256ull << 20;
   std::string model_id;    // the name clients must send; empty: the model directory's name
   std::string device = "cpu";  // /health's "device": where the arithmetic runs (cpu or cuda)
   std::string device_detail;   // /health's "device_detail" (kernels/device.h's describe_backend)
@@ -70,7 +77,9 @@ struct ServerOptions {
   int max_connections = 256;   // connections served at once (each holds a thread)
   double ping_seconds = 10;    // SSE: a `: ping` comment when nothing was sent for this long
   int prefill_chunk_tokens = 256;  // cancellation and pings are checked between chunks
-  double retry_grace = 0;  // a non-streaming request whose client left keeps running this long for a retry
+  // A non-streaming request whose client left keeps running this long for an identical
+  // retry to take it over: the openai clients retry 0.5 to 8 s after a timeout.
+  double retry_grace = 30;
   int test_chunk_delay_ms = 0;  // test hook: sleep after each prefill chunk (a slow model)
   DraftOptions draft;      // speculative drafts (engine/drafter.h); max_tokens 0: off
 };

@@ -29,6 +29,7 @@
 #include "serve/reply.h"
 #include "serve/request.h"
 #include "serve/request_log.h"
+#include "serve/request_memory.h"
 #include "serve/response.h"
 #include "serve/scheduler.h"
 #include "serve/server.h"
@@ -42,6 +43,8 @@ inline constexpr std::chrono::milliseconds kWaitSlice{50};
 // A refused body is read and dropped (keeping the connection usable) only when this small
 // and not compressed; otherwise the connection is closed unread.
 inline constexpr uint64_t kDrainLimit = 64 << 10;
+// How long a request waits for request memory (serve/request_memory.h) before its 503.
+inline constexpr std::chrono::milliseconds kMemoryWait{2000};
 
 inline int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -83,6 +86,9 @@ inline void send_error(httplib::Response& res, const ApiError& e) {
   RequestLog& log = request_context().log;
   log.error = e.code.empty() ? e.message : e.code;
 }
+
+// The methods a route answers ("POST", "GET, HEAD"), for a 405's Allow header; empty: no such route.
+std::string allowed_methods(const std::string& path);
 
 struct Job {
   GenerationRequest req;
@@ -144,6 +150,7 @@ struct Running {
 struct Server::Impl {
   ServerOptions opt;
   Limits lim;
+  RequestMemory req_mem;  // what handling bodies may take (opt.request_memory)
   std::string fingerprint = "fp_sluice";
 
   // Set once by attach(); read after `ready` is seen true.
@@ -217,10 +224,18 @@ struct Server::Impl {
 
   // The checks before any work (server.cpp): Host, then the key (unless `open`).
   void guard(const httplib::Request& req, bool open) const;
-  // After a refusal before the body was read: read it if small, else close the connection unread.
-  void drop_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader* reader) const;
-  // The decoded body, at most --max-request-bytes; throws ApiError 413/400.
-  std::string read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader);
+  // After a refusal before the body was read: read it (and drop it) if it is at most `drain`
+  // bytes and not compressed, else close the connection unread.
+  void drop_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader* reader,
+                 uint64_t drain = kDrainLimit) const;
+  // The longest prompt a request may have: --max-prompt-tokens, and room for a token in the context.
+  uint64_t prompt_cap() const {
+    return uint64_t(std::max<int64_t>(0, std::min<int64_t>(opt.max_prompt_tokens, lim.context_length - 1)));
+  }
+  // The decoded body, at most --max-request-bytes, paid for in `grant` (request memory)
+  // before it is read; throws ApiError 413/400, or 503 when the memory did not come.
+  std::string read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                        MemoryGrant& grant);
   void handle_post(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader* reader, Api api);
   void finish_request(const httplib::Request& req, const httplib::Response& res);
 
@@ -234,6 +249,9 @@ struct Server::Impl {
 
   // Checks, tokenizes and names a request; throws ApiError.
   Job prepare(const std::string& body, Api api);
+  // Refuses (ApiError 400) a prompt past --max-prompt-tokens or one that leaves no room in the
+  // context for its completion; fills in the default max_tokens. `cut`: tokenizing stopped at the cap.
+  void check_prompt_length(Job& job, bool cut) const;
 
   // A place in line, or 429 / 503.
   Ticket admit();
@@ -269,7 +287,9 @@ struct Server::Impl {
     return g.endpoint == Endpoint::chat ? chat_logprobs_json(toks) : completion_logprobs_json(toks, text_offset);
   }
 
-  void handle_generation(const httplib::Request& req, httplib::Response& res, const std::string& body, Api api);
+  // Takes the body and its grant: both are given back once the prompt is tokenized.
+  void handle_generation(const httplib::Request& req, httplib::Response& res, std::string body, MemoryGrant grant,
+                         Api api);
 
   // Non-streaming: wait for the turn, generate everything, then answer.
   void complete(httplib::Response& res, Job& job, Ticket ticket, int fd, const std::string& dedup_key);

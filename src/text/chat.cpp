@@ -123,13 +123,15 @@ std::string render_chat_text(const json& messages, const ChatOptions& opt) {
   return out;
 }
 
-std::vector<int> render_chat(const Tokenizer& tok, const json& messages, const ChatOptions& opt) {
+std::vector<int> render_chat(const Tokenizer& tok, const json& messages, const ChatOptions& opt,
+                             size_t max_tokens) {
   std::vector<int> ids;
   for (auto& s : chat_segments(messages, opt)) {
+    if (ids.size() > max_tokens) break;
     if (s.special)
       ids.push_back(tok.require_special(s.text));
     else
-      tok.encode_into(s.text, /*allow_special=*/false, ids);
+      tok.encode_into(s.text, /*allow_special=*/false, ids, max_tokens);
   }
   return ids;
 }

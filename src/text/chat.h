@@ -21,6 +21,7 @@
 // block, `<|close|>message<|sep|>` and `<|end_of_msg|>` (the stop id).
 // ReplyStream/split_reasoning split decoded text (specials shown) on those markers.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,8 +54,10 @@ std::vector<ChatSegment> chat_segments(const nlohmann::json& messages, const Cha
 // differ from render_chat).
 std::string render_chat_text(const nlohmann::json& messages, const ChatOptions& opt = {});
 // Prompt ids, tokenized segment by segment. No [BOS] is added.
+// Tokenizing stops once more than max_tokens ids are made (the prompt is then
+// longer than that, and its ids past the cut are not all there).
 std::vector<int> render_chat(const Tokenizer& tok, const nlohmann::json& messages,
-                             const ChatOptions& opt = {});
+                             const ChatOptions& opt = {}, size_t max_tokens = SIZE_MAX);
 
 // Ids that end a reply: <|end_of_msg|> (end of turn), then [EOS] if the vocabulary
 // has it. Looked up by spelling; throws if <|end_of_msg|> is missing.

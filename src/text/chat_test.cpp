@@ -350,5 +350,28 @@ TEST(ToolCalls, InvalidUtf8BecomesReplacementCharacter) {
   EXPECT_EQ(nlohmann::json::parse(deep[0]["function"]["arguments"].get<std::string>())["a"], bomb);
 }
 
+// Tokenizing stops at a cap: a huge message makes a little more than max_tokens
+// ids (the prompt is known to be too long), not millions; below the cap it is
+// the same prompt.
+TEST(Chat, RenderStopsAtTheCap) {
+  const Tokenizer& t = tiny();
+  json small = json::array({{{"role", "user"}, {"content", "Hello there"}}});
+  std::vector<int> whole = render_chat(t, small);
+  EXPECT_EQ(render_chat(t, small, {}, whole.size()), whole);
+  std::string words;
+  for (int i = 0; i < 200000; i++) words += "word" + std::to_string(i % 97) + " ";
+  json big = json::array({{{"role", "user"}, {"content", words}}});
+  std::vector<int> capped = render_chat(t, big, {}, 1000);
+  EXPECT_GT(capped.size(), 1000u);
+  EXPECT_LT(capped.size(), 1100u);
+  std::vector<int> ids;
+  EXPECT_FALSE(t.encode_into(words, false, ids, 50));
+  EXPECT_GT(ids.size(), 50u);
+  EXPECT_LT(ids.size(), 60u);
+  ids.clear();
+  EXPECT_TRUE(t.encode_into("Hello there", false, ids, 50));
+  EXPECT_EQ(ids, t.encode("Hello there"));
+}
+
 }  // namespace
 }  // namespace sluice::text

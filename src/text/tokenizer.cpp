@@ -2,6 +2,7 @@
 #include "text/tokenizer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -431,12 +432,20 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool allow_special) co
 }
 
 void Tokenizer::encode_into(std::string_view text, bool allow_special, std::vector<int>& out) const {
+  encode_into(text, allow_special, out, SIZE_MAX);
+}
+
+bool Tokenizer::encode_into(std::string_view text, bool allow_special, std::vector<int>& out,
+                            size_t max_tokens) const {
   PieceMatcher matcher(pre_);
   if (!safety_splits_) {
-    encode_slice(text, allow_special, matcher, out);
-    return;
+    encode_slice(text, allow_special, matcher, out, max_tokens);
+  } else {
+    safety_split(text, [&](std::string_view slice) {
+      if (out.size() <= max_tokens) encode_slice(slice, allow_special, matcher, out, max_tokens);
+    });
   }
-  safety_split(text, [&](std::string_view slice) { encode_slice(slice, allow_special, matcher, out); });
+  return out.size() <= max_tokens;
 }
 
 bool Tokenizer::find_special(std::string_view text, size_t from, size_t* at, size_t* len,
@@ -455,35 +464,36 @@ bool Tokenizer::find_special(std::string_view text, size_t from, size_t* at, siz
   return false;
 }
 
-void Tokenizer::encode_slice(std::string_view text, bool allow_special, PieceMatcher& m,
-                             std::vector<int>& out) const {
+void Tokenizer::encode_slice(std::string_view text, bool allow_special, PieceMatcher& m, std::vector<int>& out,
+                             size_t max_tokens) const {
   if (!allow_special || specials_.empty()) {
-    encode_ordinary(text, m, out);
+    encode_ordinary(text, m, out, max_tokens);
     return;
   }
   size_t pos = 0, at, len;
   int id;
-  while (find_special(text, pos, &at, &len, &id)) {
-    encode_ordinary(text.substr(pos, at - pos), m, out);
+  while (out.size() <= max_tokens && find_special(text, pos, &at, &len, &id)) {
+    encode_ordinary(text.substr(pos, at - pos), m, out, max_tokens);
     out.push_back(id);
     pos = at + len;
   }
-  encode_ordinary(text.substr(pos), m, out);
+  if (out.size() <= max_tokens) encode_ordinary(text.substr(pos), m, out, max_tokens);
 }
 
-void Tokenizer::encode_ordinary(std::string_view text, PieceMatcher& m, std::vector<int>& out) const {
+void Tokenizer::encode_ordinary(std::string_view text, PieceMatcher& m, std::vector<int>& out,
+                                size_t max_tokens) const {
   auto* u = reinterpret_cast<const unsigned char*>(text.data());
   size_t i = 0;
-  while (i < text.size()) {
+  while (i < text.size() && out.size() <= max_tokens) {
     size_t valid = utf8_valid_prefix(text.substr(i));
     if (valid) {
       std::string_view run = text.substr(i, valid);
       m.reset(run);
       size_t b, e;
-      while (m.next(&b, &e)) bpe(run.substr(b, e - b), out);
+      while (out.size() <= max_tokens && m.next(&b, &e)) bpe(run.substr(b, e - b), out);
       i += valid;
     }
-    if (i < text.size()) {  // ill-formed bytes: one single-byte token each
+    if (i < text.size() && out.size() <= max_tokens) {  // ill-formed bytes: one single-byte token each
       Utf8Step st = utf8_step(u + i, text.size() - i);
       for (uint32_t k = 0; k < st.len; k++) out.push_back(byte_rank_[u[i + k]]);
       i += st.len;

@@ -78,6 +78,9 @@ struct Tokenizer {
   // off for user/tool text (spec §6.2 step 4).
   std::vector<int> encode(std::string_view text, bool allow_special = false) const;
   void encode_into(std::string_view text, bool allow_special, std::vector<int>& out) const;
+  // Stops early once `out` holds more than `max_tokens` ids (a prompt past a cap is
+  // refused without its millions of tokens being made); returns false if it stopped.
+  bool encode_into(std::string_view text, bool allow_special, std::vector<int>& out, size_t max_tokens) const;
 
   // Concatenated token bytes, decoded lossily (ill-formed UTF-8 -> U+FFFD).
   // Specials appear as their spelling, or not at all when show_special is false.
@@ -103,9 +106,9 @@ struct Tokenizer {
 
  private:
   explicit Tokenizer(Pretokenizer pre) : pre_(std::move(pre)) {}
-  void encode_slice(std::string_view text, bool allow_special, PieceMatcher& m,
-                    std::vector<int>& out) const;
-  void encode_ordinary(std::string_view text, PieceMatcher& m, std::vector<int>& out) const;
+  void encode_slice(std::string_view text, bool allow_special, PieceMatcher& m, std::vector<int>& out,
+                    size_t max_tokens) const;
+  void encode_ordinary(std::string_view text, PieceMatcher& m, std::vector<int>& out, size_t max_tokens) const;
   // Earliest special spelling at or after `from`; longest at that position.
   bool find_special(std::string_view text, size_t from, size_t* at, size_t* len, int* id) const;
 

@@ -67,8 +67,9 @@ const longPrompt = Array.from({ length: 480 }, (_, i) => 300 + (i % 200));
 const CHUNK = 16, DELAY = 100; // 30 chunks of 100 ms: a 3-second prefill
 
 test('a client that leaves during a long prefill frees the model within a chunk', async () => {
+  // --retry-grace 0: a non-streaming request whose client left is not kept for a retry.
   const srv = await startServer(['--prefill-chunk', String(CHUNK), '--test-prefill-delay-ms', String(DELAY),
-                                 '--state-cache-mb', '0']);
+                                 '--state-cache-mb', '0', '--retry-grace', '0']);
   try {
     for (const stream of [false, true]) {
       const abort = new AbortController();

@@ -11,7 +11,7 @@ import OpenAI from 'openai';
 import { BIN, MODEL, MODEL_ID, startServer, post, waitFor, withTimeout, openaiError } from './helpers.mjs';
 
 const chatBody = (extra = {}) => ({ model: MODEL_ID, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, ...extra });
-const requestLines = (text) => text.split('\n').filter((l) => /^sluice serve: (GET|POST|PUT|DELETE|PATCH) /.test(l));
+const requestLines = (text) => text.split('\n').filter((l) => /^\S+Z sluice serve: (GET|POST|PUT|DELETE|PATCH) /.test(l));
 
 test('a second server on a port in use fails with a clear error', async () => {
   const a = await startServer();

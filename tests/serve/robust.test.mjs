@@ -105,13 +105,14 @@ test('huge max_tokens is refused, not clamped', async () => {
   assert.equal(mct.body.usage.completion_tokens, 3);
 });
 
-test('unknown routes and methods get OpenAI-shaped 404s', async () => {
+test('unknown routes get OpenAI-shaped 404s, routes asked with another method 405s', async () => {
   const r = await fetch(srv.url + '/v1/embeddings', { method: 'POST', body: '{}' });
   assert.equal(r.status, 404);
   openaiError(await r.json());
   const g = await fetch(srv.url + '/v1/chat/completions');
-  assert.equal(g.status, 404);
-  openaiError(await g.json());
+  assert.equal(g.status, 405);
+  assert.equal(g.headers.get('allow'), 'POST');
+  assert.equal(openaiError(await g.json()).code, 'method_not_allowed');
 });
 
 test('20 concurrent clients: the queue holds --queue, the rest get 429 with Retry-After, all answered', async () => {
