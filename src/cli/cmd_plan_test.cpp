@@ -227,7 +227,8 @@ TEST(CliPlan, HitRateFollowsWhatTheCacheHolds) {
   EXPECT_LT(std::stod(m[1]), 1.0) << part;
   EXPECT_NEAR(std::stod(m[1]), std::stod(m[2]) / 100, 0.006) << part;
   ASSERT_TRUE(std::regex_search(part, m, std::regex("\\(([0-9]+) of ([0-9]+) read at hit rate ([0-9.]+)"))) << part;
-  EXPECT_NEAR(std::stod(m[1]), std::stod(m[2]) * (1 - std::stod(m[3])), 1.0) << part;
+  // The rate is printed to two places: the count may differ by half a hundredth of the reads.
+  EXPECT_NEAR(std::stod(m[1]), std::stod(m[2]) * (1 - std::stod(m[3])), std::stod(m[2]) * 0.005 + 1) << part;
 }
 
 // Without --disk-gbps the disk is measured: the model's shards, or a scratch
@@ -238,7 +239,7 @@ TEST(CliPlan, MeasuresTheDiskUnlessTold) {
   const std::string p = run("plan -m " + model + " --ram 1G --probe-seconds 0.05 --probe-rounds 1 --disk-probe-seconds 0.15", &rc);
   ASSERT_EQ(rc, 0) << p;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(p, m, std::regex(R"(\ndisk         ([0-9.]+) GB/s (measured on the disk of |assumed 7 GB/s: the file system)(.*))")))
+  ASSERT_TRUE(std::regex_search(p, m, std::regex(R"(\ndisk         ([0-9.]+) GB/s (measured on the disk of |assumed 7 GB/s: )(.*))")))
       << p;
   if (m[2] == "measured on the disk of ") {
     EXPECT_NE(m[3].str().find(model), std::string::npos) << p;

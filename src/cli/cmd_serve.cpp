@@ -128,8 +128,7 @@ int run_serve(ServeArgs& a) {
   a.opt.defaults = text::chat_defaults(a.m.dir);
   {
     const text::ChatDefaults& d = a.opt.defaults;
-    std::fprintf(stderr,
-                 "sluice serve: request defaults%s: reasoning effort %s, temperature %g, top-p %g, chat max tokens %d\n",
+    say(log_json, "request defaults%s: reasoning effort %s, temperature %g, top-p %g, chat max tokens %d",
                  std::filesystem::exists(a.m.dir + "/generation_config.json") ? " (generation_config.json)" : "",
                  d.reasoning_effort.c_str(), double(d.temperature), double(d.top_p),
                  d.max_new_tokens > 0 ? std::min(d.max_new_tokens, a.opt.max_tokens) : a.opt.max_tokens);
@@ -140,9 +139,10 @@ int run_serve(ServeArgs& a) {
   if (mopt.on_plan) {  // the plan's lines as serve's log lines (timestamped, --log-format)
     const int ctx = mopt.max_context;
     const std::string device = a.opt.device_detail;
-    mopt.on_plan = [log_json, ctx, device](const MemoryPlan& p) {
+    const std::string basis = budget_basis(a.m);
+    mopt.on_plan = [log_json, ctx, device, basis](const MemoryPlan& p) {
       say(log_json, "device: %s", device.c_str());
-      say(log_json, "memory plan: %s", describe_plan(p, ctx).c_str());
+      say(log_json, "memory plan: %s%s", describe_plan(p, ctx).c_str(), basis.c_str());
     };
   }
   // -c is the context a request may fill, prompt and completion: the plan reserves state for it.

@@ -59,6 +59,10 @@ CLI::Validator byte_size(const std::string& flag, bool allow_zero) {
       "SIZE");
 }
 
+std::string budget_basis(const ModelArgs& a) {
+  return a.ram_budget.empty() ? " (no --ram-budget: 3/4 of " + describe(usable_memory()) + ")" : "";
+}
+
 std::string describe_plan(const MemoryPlan& p, int ctx) {
   std::string s = "budget " + format_bytes(p.budget) + " (working minimum " + format_bytes(p.minimum) +
                   "): process baseline " + format_bytes(p.baseline) + ", working buffers " + format_bytes(p.working) +
@@ -89,8 +93,7 @@ ModelOptions model_options(const ModelArgs& a) {
     // Said with the plan, once the checkpoint has opened (a bad model stays one error line).
     const int ctx = o.max_context;
     const std::string device = describe_backend(*o.backend);
-    // Without --ram-budget, say what the budget was taken from (RAM, or a container's cgroup limit).
-    const std::string basis = a.ram_budget.empty() ? " (no --ram-budget: 3/4 of " + describe(usable_memory()) + ")" : "";
+    const std::string basis = budget_basis(a);
     o.on_plan = [ctx, device, basis](const MemoryPlan& p) {
       std::fprintf(stderr, "sluice: device: %s\nsluice: memory plan: %s%s\n", device.c_str(),
                    describe_plan(p, ctx).c_str(), basis.c_str());

@@ -52,5 +52,8 @@ CLI::Validator byte_size(const std::string& flag, bool allow_zero = false);
 
 // "budget 16.0 MiB: spine 9.50 MiB resident of 9.50 MiB, ..." — one line.
 std::string describe_plan(const MemoryPlan& p, int ctx);
+// Without --ram-budget, what the budget was taken from (RAM, or a container's
+// cgroup limit), as " (no --ram-budget: 3/4 of ...)"; "" with one.
+std::string budget_basis(const ModelArgs& a);
 
 }  // namespace sluice::cli

@@ -150,7 +150,7 @@ TEST(HttpClient, TrickleIsTimedOut) {
 // hundred bytes a second for hours; an attempt that averaged below the
 // minimum rate (its wait included) now counts as a failure.
 TEST(HttpClient, TrickleAcrossDroppedConnectionsGivesUp) {
-  constexpr size_t kTotal = 40000, kPerConnection = 300;
+  static constexpr size_t kTotal = 40000, kPerConnection = 300;
   httplib::Server srv;
   std::atomic<bool> stop{false};
   srv.Get("/drip", [&](const httplib::Request&, httplib::Response& res) {

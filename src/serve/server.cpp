@@ -152,28 +152,31 @@ std::string Server::Impl::read_body(const httplib::Request& req, httplib::Respon
     throw memory_busy();
   }
   bool over = false, busy = false;
+  uint64_t seen = 0;
   // The receiver sees the body decoded (chunks joined, gzip/deflate inflated) a piece at a
-  // time, so the limit holds for what is decoded, not for what was sent.
+  // time, so the limit holds for what is decoded, not for what was sent. A refused body
+  // is read on and dropped up to --max-request-bytes (a client still sending it would
+  // see its connection reset instead of the answer); past that the connection closes.
   bool ok = reader([&](const char* data, size_t n) {
+    seen += n;
+    if (over || busy) return seen <= opt.max_request_bytes;
     const uint64_t want = body.size() + n;
-    if (want > limit) return !(over = true);
-    if (want > paid && !pay(std::min(limit, std::max(want, 2 * paid)))) return !(busy = true);
+    if (want > limit) over = true;
+    else if (want > paid && !pay(std::min(limit, std::max(want, 2 * paid)))) busy = true;
+    if (over || busy) {
+      std::string().swap(body);
+      return seen <= opt.max_request_bytes;
+    }
     body.append(data, n);
     return true;
   });
+  if ((over || busy) && !ok) drop_body(req, res, nullptr);  // past what is drained: closed unread
   if (over || res.status == 413) {
-    // cpp-httplib refused a Content-Length over the limit itself and skips that body;
-    // a chunked or compressed one over the limit is left unread and the connection closed.
-    if (over)
-      drop_body(req, res, nullptr);
-    else
-      res.set_header("Connection", "close");
+    // cpp-httplib refused a Content-Length over the limit itself and skips that body.
+    if (!over) res.set_header("Connection", "close");
     throw too_large(over ? limit : opt.max_request_bytes, over && limit < opt.max_request_bytes);
   }
-  if (busy) {
-    drop_body(req, res, nullptr);
-    throw memory_busy();
-  }
+  if (busy) throw memory_busy();
   if (!ok) {  // what is left of it unread is dropped with the connection, after the answer
     res.set_header("Connection", "close");
     throw ApiError{400, "The request body could not be read (bad chunking or compression?).",

@@ -36,7 +36,8 @@ export async function waitFor(cond, ms, what) {
 export async function startServer(args = [], opts = {}) {
   const parallel = args.includes('--parallel') || opts.defaultParallel ? [] : ['--parallel', '1'];
   const model = args.includes('--model') || args.includes('-m') ? [] : ['--model', MODEL];
-  const proc = spawn(BIN, ['serve', ...model, '--host', '127.0.0.1', '--port', '0', ...parallel, ...args], {
+  const host = args.includes('--host') ? [] : ['--host', '127.0.0.1'];
+  const proc = spawn(BIN, ['serve', ...model, ...host, '--port', '0', ...parallel, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...opts.env },
   });
@@ -50,7 +51,7 @@ export async function startServer(args = [], opts = {}) {
       let out = '';
       proc.stdout.on('data', (d) => {
         out += d;
-        const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)\/v1/);
+        const m = out.match(/listening on http:\/\/[^:/]+:(\d+)\/v1/);
         if (m) resolve(Number(m[1]));
       });
       exited.then(({ code, signal }) => reject(new Error(`server exited (${code ?? signal}) before listening:\n${stderr}`)));

@@ -144,8 +144,11 @@ test('--log-format json writes one JSON object per request', async () => {
     await fetch(srv.url + '/health');
     await post(srv, '/v1/chat/completions', chatBody());
     await post(srv, '/v1/chat/completions', { model: 'nope', messages: [] });
-    await waitFor(() => srv.stderr().split('\n').filter((l) => l.startsWith('{')).length >= 3, 5000, 'three JSON lines');
-    const objs = srv.stderr().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    // Every line is a JSON object; the server's own messages are event "message".
+    const requests = () => srv.stderr().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))
+      .filter((o) => o.event === 'request');
+    await waitFor(() => requests().length >= 3, 5000, 'three request lines');
+    const objs = requests();
     assert.deepEqual(objs.map((o) => [o.event, o.path, o.status]), [
       ['request', '/health', 200], ['request', '/v1/chat/completions', 200], ['request', '/v1/chat/completions', 404]]);
     assert.equal(typeof objs[1].completion_tokens, 'number');
@@ -208,6 +211,9 @@ test('vendor fields: ignored with a warning by default, refused with --strict; r
     }
     const m = await post(strict, '/v1/chat/completions', chatBody({ reasoning_effort: 'minimal' }));
     assert.equal(m.status, 400);
+    const noModel = await post(strict, '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], max_tokens: 1 });
+    assert.equal(noModel.status, 400);
+    assert.equal(openaiError(noModel.body).param, 'model');
     // The thinking switch is honoured, so --strict takes it too.
     const t = await post(strict, '/v1/chat/completions', chatBody({ chat_template_kwargs: { enable_thinking: false } }));
     assert.equal(t.status, 200, JSON.stringify(t.body));
