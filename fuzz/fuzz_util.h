@@ -4,6 +4,7 @@
 // input is bad" answer) is expected and swallowed, anything else escapes and
 // is a finding: an uncaught exception, a sanitizer report, a hang, a blow-up.
 #pragma once
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,6 +15,16 @@
 #include <utility>
 
 namespace sluice::fuzz {
+
+// A folder of this process's own for targets that read files by name (made once).
+inline const std::string& scratch_dir() {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/sluice-fuzz-XXXXXX";
+    if (!mkdtemp(tmpl)) __builtin_trap();
+    return std::string(tmpl);
+  }();
+  return dir;
+}
 
 inline std::string_view as_text(const uint8_t* data, size_t size) {
   return {reinterpret_cast<const char*>(data), size};

@@ -11,21 +11,8 @@
 #include "text/chat_defaults.h"
 #include "fuzz/fuzz_util.h"
 
-namespace {
-
-const std::string& scratch_dir() {
-  static const std::string dir = [] {
-    char tmpl[] = "/tmp/sluice-fuzz-XXXXXX";
-    if (!mkdtemp(tmpl)) __builtin_trap();
-    return std::string(tmpl);
-  }();
-  return dir;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string& dir = scratch_dir();
+  const std::string& dir = sluice::fuzz::scratch_dir();
   {
     std::ofstream f(dir + "/generation_config.json", std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(data), std::streamsize(size));

@@ -11,15 +11,6 @@
 
 namespace {
 
-const std::string& scratch_dir() {
-  static const std::string dir = [] {
-    char tmpl[] = "/tmp/sluice-fuzz-XXXXXX";
-    if (!mkdtemp(tmpl)) __builtin_trap();
-    return std::string(tmpl);
-  }();
-  return dir;
-}
-
 void put(const std::string& path, std::string_view bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), std::streamsize(bytes.size()));
@@ -28,7 +19,7 @@ void put(const std::string& path, std::string_view bytes) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string& dir = scratch_dir();
+  const std::string& dir = sluice::fuzz::scratch_dir();
   const std::string_view text = sluice::fuzz::as_text(data, size);
   put(dir + "/" + sluice::kSetupManifestName, text);
   put(dir + "/" + sluice::kStreamManifestName, text);

@@ -89,6 +89,18 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
+// The first `bytes` bytes of nanoK3's held-out text, as a file in `dir`.
+std::string heldout_prefix(const TempDir& dir, size_t bytes) {
+  fs::create_directories(dir.path);
+  const std::string text = (dir.path / "short.txt").string();
+  const std::string held = slurp(kNano + "/heldout.txt");
+  FILE* f = std::fopen(text.c_str(), "wb");
+  if (!f) throw std::runtime_error("cannot write " + text);
+  std::fwrite(held.data(), 1, std::min(held.size(), bytes), f);
+  std::fclose(f);
+  return text;
+}
+
 TEST(Cli, VersionPrintsANumber) {
   Result r = sluice({"--version"});
   EXPECT_EQ(r.status, 0) << r.err;
@@ -203,15 +215,7 @@ TEST(Cli, ProgressOnStderr) {
   EXPECT_EQ(one.out, r.out);
   // perplexity over a short text (the first 1500 bytes of the held-out file), in windows of 64.
   TempDir dir;
-  fs::create_directories(dir.path);
-  const std::string text = (dir.path / "short.txt").string();
-  {
-    std::string held = slurp(kNano + "/heldout.txt");
-    FILE* f = std::fopen(text.c_str(), "wb");
-    ASSERT_TRUE(f);
-    std::fwrite(held.data(), 1, std::min<size_t>(held.size(), 1500), f);
-    std::fclose(f);
-  }
+  const std::string text = heldout_prefix(dir, 1500);
   r = sluice({"perplexity", "-m", kNano, "-f", text, "--ctx", "64"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(sluice: perplexity: (\d+) of \1 tokens \(100%\))"))) << r.err;
@@ -289,15 +293,7 @@ TEST(Cli, UsageErrorsComeBeforeTheModelLoads) {
 // --prefetch-tokens the decode; the tables stay on stdout.
 TEST(Cli, CacheSimOverAModelShowsProgress) {
   TempDir dir;
-  fs::create_directories(dir.path);
-  const std::string text = (dir.path / "short.txt").string();
-  {
-    std::string held = slurp(kNano + "/heldout.txt");
-    FILE* f = std::fopen(text.c_str(), "wb");
-    ASSERT_TRUE(f);
-    std::fwrite(held.data(), 1, std::min<size_t>(held.size(), 600), f);
-    std::fclose(f);
-  }
+  const std::string text = heldout_prefix(dir, 600);
   Result r = sluice({"cache-sim", "--model", kNano, "--text-file", text, "--budgets", "10,50"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("sluice: loading spine: "), std::string::npos) << r.err;
