@@ -1,12 +1,23 @@
 #include "serve/request_log.h"
 
+#include <cctype>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include <regex>
 
 namespace sluice::serve {
 namespace {
+
+// "2026-12-05T08:50:00.123Z": digits where the shape has 9, the rest as written.
+// (By hand: std::regex here trips GCC 12's -Wmaybe-uninitialized under the sanitizers.)
+bool is_log_time(const std::string& t) {
+  const std::string shape = "9999-99-99T99:99:99.999Z";
+  if (t.size() != shape.size()) return false;
+  for (size_t i = 0; i < t.size(); i++)
+    if (shape[i] == '9' ? !std::isdigit(static_cast<unsigned char>(t[i])) : t[i] != shape[i]) return false;
+  return true;
+}
 
 TEST(RequestLog, OneLineTextAndJson) {
   RequestLog r;
@@ -64,11 +75,12 @@ TEST(RequestLog, ReadableValuesAndTimestamps) {
   EXPECT_EQ(r.text().find("\\x20"), std::string::npos);
   r.time = log_time();
   ASSERT_EQ(r.time.size(), 24u);  // 2026-12-05T08:50:00.123Z
-  EXPECT_TRUE(std::regex_match(r.time, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)"))) << r.time;
+  EXPECT_TRUE(is_log_time(r.time)) << r.time;
   EXPECT_EQ(r.text().rfind(r.time + " sluice serve: POST ", 0), 0u) << r.text();
   EXPECT_EQ(nlohmann::json::parse(r.json_line())["time"], r.time);
   const std::string text = message_line("listening", false);
-  EXPECT_TRUE(std::regex_match(text, std::regex(R"(\d{4}-\S+Z sluice serve: listening)"))) << text;
+  EXPECT_TRUE(is_log_time(text.substr(0, 24))) << text;
+  EXPECT_EQ(text.substr(24), " sluice serve: listening") << text;
   auto j = nlohmann::json::parse(message_line("listening", true));
   EXPECT_EQ(j["event"], "message");
   EXPECT_EQ(j["message"], "listening");
