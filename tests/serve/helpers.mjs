@@ -7,6 +7,9 @@ export const MODEL = process.env.SLUICE_MODEL;
 if (!BIN || !MODEL) throw new Error('set SLUICE_BINARY and SLUICE_MODEL (tests/serve/run.sh does)');
 
 export const MODEL_ID = 'model'; // the fixture directory's name
+// A sanitizer build (tests/serve/run.sh sets it): its shadow memory is outside any
+// budget, so tests of memory bounds are the release build's.
+export const SANITIZED = process.env.SLUICE_SANITIZED === '1';
 
 export function withTimeout(promise, ms, what) {
   let timer;

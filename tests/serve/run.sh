@@ -19,5 +19,8 @@ if ! npm ci --no-audit --no-fund --loglevel=error >npm-install.log 2>&1; then
   echo "FAIL: npm install of the openai client failed"
   exit 1
 fi
+sanitized=0
+ldd "$sluice" 2>/dev/null | grep -q libasan && sanitized=1
+export SLUICE_SANITIZED=$sanitized
 export SLUICE_BINARY="$sluice" SLUICE_MODEL="$model" SLUICE_NANOK3="$here/../../models/nanok3"
 exec node --test --test-concurrency=1 --test-timeout=180000 ./*.test.mjs
