@@ -304,13 +304,20 @@ TEST(Cli, CacheSimOverAModelShowsProgress) {
   EXPECT_NE(p.err.find("sluice: decode: 8 of 8 tokens (100%)"), std::string::npos) << p.err;
 }
 
-// A model with one (dense) layer crashed bench (vector::_M_range_check).
-TEST(Cli, BenchOnOneLayerModels) {
-  TempDir dir;
+// A tiny model with one (dense, MLA) layer in `dir`; "" (and a test failure) if make-model fails.
+std::string one_layer_model(const TempDir& dir) {
   const std::string out = (dir.path / "one").string();
   Result m = sluice({"make-model", "--preset", "tiny", "--layers", "1", "--mla-layers", "1", "--shards", "1", "--seed",
                      "5", "--out", out});
-  ASSERT_EQ(m.status, 0) << m.err << m.out;
+  EXPECT_EQ(m.status, 0) << m.err << m.out;
+  return m.status == 0 ? out : "";
+}
+
+// A model with one (dense) layer crashed bench (vector::_M_range_check).
+TEST(Cli, BenchOnOneLayerModels) {
+  TempDir dir;
+  const std::string out = one_layer_model(dir);
+  ASSERT_FALSE(out.empty());
   Result r = sluice({"bench", "-m", out, "-p", "8", "-n", "3", "--probe-seconds", "0.1", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
@@ -322,10 +329,8 @@ TEST(Cli, BenchOnOneLayerModels) {
 // headline figures, a rule, one row), not the record; --json keeps the record.
 TEST(Cli, BenchPrintsATableUnlessJson) {
   TempDir dir;
-  const std::string out = (dir.path / "one").string();
-  Result m = sluice({"make-model", "--preset", "tiny", "--layers", "1", "--mla-layers", "1", "--shards", "1", "--seed",
-                     "5", "--out", out});
-  ASSERT_EQ(m.status, 0) << m.err << m.out;
+  const std::string out = one_layer_model(dir);
+  ASSERT_FALSE(out.empty());
   Result r = sluice({"bench", "-m", out, "-p", "8", "-n", "3", "--probe-seconds", "0.1"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_FALSE(nlohmann::json::accept(r.out)) << r.out;

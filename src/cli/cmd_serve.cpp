@@ -129,9 +129,9 @@ int run_serve(ServeArgs& a) {
   {
     const text::ChatDefaults& d = a.opt.defaults;
     say(log_json, "request defaults%s: reasoning effort %s, temperature %g, top-p %g, chat max tokens %d",
-                 std::filesystem::exists(a.m.dir + "/generation_config.json") ? " (generation_config.json)" : "",
-                 d.reasoning_effort.c_str(), double(d.temperature), double(d.top_p),
-                 d.max_new_tokens > 0 ? std::min(d.max_new_tokens, a.opt.max_tokens) : a.opt.max_tokens);
+        std::filesystem::exists(a.m.dir + "/generation_config.json") ? " (generation_config.json)" : "",
+        d.reasoning_effort.c_str(), double(d.temperature), double(d.top_p),
+        d.max_new_tokens > 0 ? std::min(d.max_new_tokens, a.opt.max_tokens) : a.opt.max_tokens);
   }
   ModelOptions mopt = model_options(a.m);
   a.opt.device = mopt.backend && std::string(mopt.backend->name) == "cuda" ? "cuda" : "cpu";
