@@ -1,3 +1,4 @@
 # No include runs upward (tests/layering.sh has the order); the per-folder
 # libraries in CMakeLists.txt enforce the same order at link time.
 add_test(NAME layering COMMAND bash ${CMAKE_SOURCE_DIR}/tests/layering.sh ${CMAKE_SOURCE_DIR}/src)
+set_tests_properties(layering PROPERTIES LABELS fast)

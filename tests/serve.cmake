@@ -4,4 +4,4 @@
 add_test(NAME serve_openai_npm
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/serve/run.sh $<TARGET_FILE:sluice>
           ${CMAKE_SOURCE_DIR}/tests/fixtures/k3-tiny/model ${CMAKE_BINARY_DIR}/npm-serve)
-set_tests_properties(serve_openai_npm PROPERTIES TIMEOUT 900)
+set_tests_properties(serve_openai_npm PROPERTIES LABELS "server;slow" TIMEOUT 900)

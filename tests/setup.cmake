@@ -5,10 +5,15 @@ add_executable(sluice_fault_proxy ${CMAKE_SOURCE_DIR}/tests/setup/fault_proxy.cp
 target_link_libraries(sluice_fault_proxy PRIVATE Threads::Threads)
 set_target_properties(sluice_fault_proxy PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 
-foreach(name e2e faults kill9 env)
+foreach(name e2e faults kill9 env k31)
   add_test(NAME setup.${name}
            COMMAND bash ${CMAKE_SOURCE_DIR}/tests/setup/${name}.sh)
+  set(label model)
+  if(name STREQUAL "faults")
+    set(label slow)  # ~12 s
+  endif()
   set_tests_properties(setup.${name} PROPERTIES
+    LABELS ${label}
     TIMEOUT 180
     ENVIRONMENT "SLUICE=$<TARGET_FILE:sluice>;PROXY=$<TARGET_FILE:sluice_fault_proxy>;SRC=${CMAKE_SOURCE_DIR}")
 endforeach()

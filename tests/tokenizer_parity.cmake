@@ -3,4 +3,4 @@
 add_test(NAME tokenizer_parity_npm
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/npm/tokenizer/run_parity.sh
           $<TARGET_FILE:sluice> ${CMAKE_BINARY_DIR}/npm-tokenizer)
-set_tests_properties(tokenizer_parity_npm PROPERTIES TIMEOUT 300)
+set_tests_properties(tokenizer_parity_npm PROPERTIES LABELS slow TIMEOUT 300)

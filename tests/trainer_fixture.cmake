@@ -7,7 +7,7 @@ if(SLUICE_TRAINER_TORCH_RC EQUAL 0)
   add_test(NAME trainer_fixture
            COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/train/check_fixture.py
                    ${CMAKE_SOURCE_DIR}/tests/fixtures/k3-tiny)
-  set_tests_properties(trainer_fixture PROPERTIES TIMEOUT 300)
+  set_tests_properties(trainer_fixture PROPERTIES LABELS model TIMEOUT 300)
 else()
   message(STATUS "trainer_fixture: /usr/bin/python3 cannot import torch and numpy; test not registered")
 endif()

@@ -28,7 +28,7 @@ def hf_name(n):
     last = parts[-1]
     if last == "e_score_correction_bias":
         return PFX + "model." + ".".join(parts[:-1]) + ".gate.e_score_correction_bias"
-    if last in ("A_log", "dt_bias") or last == "weight":
+    if last in ("A_log", "dt_bias", "weight", "bias"):
         return PFX + "model." + n
     return PFX + "model." + n + ".weight"
 
@@ -37,11 +37,13 @@ def _to_np(t):
     return t.detach().float().cpu().numpy()
 
 
-def load_hf(model_dir):
+def load_hf(model_dir, build=None, optional=()):
+    """build(conf) -> an fp32 model (default: K3Model of text_config); tensors whose HF name ends
+    with one of `optional` keep the model's initial value when the checkpoint lacks them."""
     with open(os.path.join(model_dir, "config.json")) as f:
         conf = json.load(f)
-    cfg = K3Config(conf["text_config"])
-    model = K3Model(cfg).float()
+    model = build(conf) if build else K3Model(K3Config(conf["text_config"])).float()
+    cfg = model.cfg
     raw = st_io.load_checkpoint(model_dir)
 
     def get(name):
@@ -70,6 +72,9 @@ def load_hf(model_dir):
             new[n] = torch.from_numpy(np.stack(mats))
             continue
         h = hf_name(n)
+        if h not in raw and h.endswith(tuple(optional)):
+            new[n] = t.clone()
+            continue
         v = get(h)
         used.add(h)
         if parts[-1] == "A_log":

@@ -117,6 +117,10 @@ const std::set<std::string> kKdaTensors = {
 const std::set<std::string> kMlaTensors = {"q_a_proj.weight",           "q_a_layernorm.weight", "q_b_proj.weight",
                                            "kv_a_proj_with_mqa.weight", "kv_a_layernorm.weight", "kv_b_proj.weight",
                                            "g_proj.weight",             "o_proj.weight"};
+// docs/k31-spec.md §2.1: K3.1 Pro's lightning indexer, on DSA layers only
+// (k_norm.bias optional: k3/weights.cpp requires the rest).
+const std::set<std::string> kDsaTensors = {"indexer.wq_b.weight", "indexer.wk.weight", "indexer.weights_proj.weight",
+                                           "indexer.k_norm.weight", "indexer.k_norm.bias"};
 const std::set<std::string> kDenseTensors = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
 const std::set<std::string> kMoeTensors = {
     "gate.weight",          "gate.e_score_correction_bias",    "routed_expert_down_proj.weight",
@@ -143,8 +147,10 @@ bool is_known_tensor(const ModelConfig& c, const std::string& name) {
   const int l = leading_index(name.substr(std::strlen("model.layers.")), &rest);
   if (l < 0 || l >= c.num_hidden_layers) return false;
   if (kLayerTensors.count(rest)) return true;
-  if (starts_with(rest, "self_attn."))
-    return (c.is_kda_layer(l) ? kKdaTensors : kMlaTensors).count(rest.substr(std::strlen("self_attn."))) > 0;
+  if (starts_with(rest, "self_attn.")) {
+    const std::string a = rest.substr(std::strlen("self_attn."));
+    return (c.is_kda_layer(l) ? kKdaTensors : kMlaTensors).count(a) > 0 || (c.is_dsa_layer(l) && kDsaTensors.count(a));
+  }
   if (!c.is_moe_layer(l)) return starts_with(rest, "mlp.") && kDenseTensors.count(rest.substr(std::strlen("mlp.")));
   if (!starts_with(rest, "block_sparse_moe.")) return false;
   rest = rest.substr(std::strlen("block_sparse_moe."));

@@ -195,12 +195,16 @@ TEST(Checkpoint, UnknownModelFeaturesAreRefusedByName) {
   harmless["text_config"]["dsa_config"] = nullptr;  // null asks for nothing
   EXPECT_TRUE(parse_model_config(harmless, "config.json").ignored_features.empty());
 
+  // K3.1 Pro's dsa_config (docs/k31-spec.md §1) is parsed; a key it does not know is refused by name.
   json dsa = base;
-  dsa["text_config"]["dsa_config"] = {{"index_n_heads", 64}, {"index_topk", 2048}};
+  dsa["architectures"] = {"KimiK31ForConditionalGeneration"};
+  dsa["text_config"]["dsa_config"] = {{"index_n_heads", 64}, {"index_topk", 2048}, {"index_head_dim", 32},
+                                      {"index_rope_dim", 64}};
   expect_error([&] { parse_model_config(dsa, "config.json"); },
-               {"config.json: unsupported model feature 'dsa_config' (text_config.dsa_config", "--allow-unknown"});
+               {"config.json: unsupported model feature 'index_rope_dim' (text_config.dsa_config.index_rope_dim",
+                "--allow-unknown"});
   EXPECT_EQ(parse_model_config(dsa, "config.json", true).ignored_features,
-            std::vector<std::string>{"text_config.dsa_config"});
+            std::vector<std::string>{"text_config.dsa_config.index_rope_dim"});
   for (const char* k : {"index_n_heads", "index_topk", "index_head_dim"}) {
     json d = base;
     d["text_config"][k] = 64;
@@ -217,7 +221,8 @@ TEST(Checkpoint, UnknownModelFeaturesAreRefusedByName) {
   root["speculative_heads"] = 2;
   expect_error([&] { parse_model_config(root, "config.json"); }, {"unsupported model feature 'speculative_heads'"});
 
-  // A tensor no K3 layer has: an indexer's projection in an MLA layer (layer 3).
+  // A tensor no K3 layer has: an indexer's projection in an MLA layer (layer 3)
+  // of a config without dsa_config.
   TempModel tm;
   const std::string extra = "language_model.model.layers.3.self_attn.indexer.wk.weight";
   const Checkpoint ck = open_checkpoint(tm.str());
@@ -236,6 +241,55 @@ TEST(Checkpoint, UnknownModelFeaturesAreRefusedByName) {
   EXPECT_EQ(allowed.ignored_features, std::vector<std::string>{"tensor " + extra});
   EXPECT_EQ(allowed.find("model.layers.3.self_attn.indexer.wk.weight"), nullptr);
   EXPECT_EQ(allowed.tensors.size(), ck.tensors.size());
+}
+
+// K3.1 Pro (docs/k31-spec.md §1.2): dsa_config turns the variant on and is
+// cross-checked against the layer schedule and the architecture name.
+TEST(Checkpoint, DsaConfigIsParsedAndCrossChecked) {
+  const json base = json::parse(read_all(kFixture + "/config.json"));  // MLA layers 4, 8, 10
+  EXPECT_FALSE(parse_model_config(base, "config.json").dsa);
+  json k31 = base;
+  k31["architectures"] = {"KimiK31ForConditionalGeneration"};
+  k31["model_type"] = "kimi_k31";
+  k31["text_config"]["dsa_config"] = {{"index_n_heads", 4}, {"index_head_dim", 32}, {"index_topk", 16},
+                                      {"dsa_layers", {4, 8, 10}}};
+  const ModelConfig c = parse_model_config(k31, "config.json");
+  EXPECT_TRUE(c.dsa);
+  EXPECT_EQ(c.dsa_n_heads, 4);
+  EXPECT_EQ(c.dsa_head_dim, 32);
+  EXPECT_EQ(c.dsa_topk, 16);
+  EXPECT_EQ(c.dsa_k_norm_eps, c.rms_norm_eps);
+  for (int l = 0; l < c.num_hidden_layers; l++) EXPECT_EQ(c.is_dsa_layer(l), !c.is_kda_layer(l)) << l;
+  // The cache grows by the latent row plus the indexer key on each MLA layer.
+  EXPECT_EQ(c.cache_bytes_per_position(),
+            parse_model_config(base, "config.json").cache_bytes_per_position() + 3 * 32 * sizeof(float));
+  json absent = k31;
+  absent["text_config"]["dsa_config"].erase("dsa_layers");
+  EXPECT_EQ(parse_model_config(absent, "config.json").dsa_layer, c.dsa_layer);
+
+  auto refused = [&](auto edit, std::initializer_list<std::string> want) {
+    json d = k31;
+    edit(d);
+    expect_error([&] { parse_model_config(d, "config.json"); }, want);
+  };
+  refused([](json& d) { d["text_config"]["dsa_config"]["dsa_layers"] = {4, 8}; },
+          {"dsa_config.dsa_layers' must list every full-attention layer"});
+  refused([](json& d) { d["text_config"]["dsa_config"]["dsa_layers"] = {3, 4, 8, 10}; },
+          {"dsa_layers' holds layer 3, which is not a full-attention layer"});
+  refused([](json& d) { d["text_config"]["dsa_config"]["dsa_layers"] = {4, 8, 11}; }, {"outside 1..10"});
+  refused([](json& d) { d["text_config"]["dsa_config"]["index_topk"] = 0; }, {"index_topk' must be positive"});
+  refused([](json& d) { d["text_config"]["dsa_config"].erase("index_n_heads"); }, {"index_n_heads"});
+  refused([](json& d) { d["architectures"] = {"KimiK3ForConditionalGeneration"}; },
+          {"KimiK3ForConditionalGeneration but the config has text_config.dsa_config"});
+  refused([](json& d) { d["text_config"].erase("dsa_config"); },
+          {"KimiK31ForConditionalGeneration but text_config.dsa_config is missing"});
+  refused([](json& d) { d["model_type"] = "kimi_k4"; }, {"expected kimi_k3 or kimi_k31"});
+  refused(
+      [](json& d) {
+        json& dc = d["text_config"]["dsa_config"];
+        dc["index_head_dim"] = dc["index_n_heads"] = 1 << 14;
+      },
+      {"index_n_heads x index_head_dim x q_lora_rank"});
 }
 
 TEST(Checkpoint, TruncatedShard) {

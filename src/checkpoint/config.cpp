@@ -116,10 +116,13 @@ const std::set<std::string> kTextKeys = {
     "latent_moe_use_norm", "hidden_act", "activation_situ_beta", "activation_situ_linear_beta", "rms_norm_eps",
     "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "mla_use_nope",
     "mla_use_output_gate", "attn_res_block_size", "max_position_embeddings", "num_nextn_predict_layers",
-    "linear_attn_config", "quantization_config"};
+    "linear_attn_config", "quantization_config", "dsa_config"};
 const std::set<std::string> kLinearAttnKeys = {"num_heads",        "head_dim",           "short_conv_kernel_size",
                                                "gate_lower_bound", "use_full_rank_gate", "kda_layers",
                                                "full_attn_layers"};
+// docs/k31-spec.md §1.1: the canonical names (the real ones are [U]; a
+// different name stops the load, naming it).
+const std::set<std::string> kDsaKeys = {"index_n_heads", "index_head_dim", "index_topk", "dsa_layers"};
 const std::set<std::string> kQuantKeys = {"quant_method", "format", "quantization_status", "config_groups", "ignore",
                                           "kv_cache_scheme", "sparsity_config", "global_compression_ratio", "version"};
 const std::set<std::string> kQuantGroupKeys = {"format", "targets", "input_activations", "output_activations",
@@ -195,13 +198,184 @@ uint64_t ModelConfig::expert_span_bytes() const {
   return 2 * (I * (L / 2) + I * (L / g)) + (L * (I / 2) + L * (I / g));
 }
 
+namespace {
+
+// The architecture names in `architectures`, if any (docs/k31-spec.md §1.2).
+bool names_architecture(const Reader& root, const std::string& name) {
+  if (!root.has("architectures") || !root.obj["architectures"].is_array()) return false;
+  for (const json& a : root.obj["architectures"])
+    if (a.is_string() && a.get<std::string>() == name) return true;
+  return false;
+}
+
+// K3.1 Pro's `dsa_config` (docs/k31-spec.md §1.1-1.2) into c, after the layer schedule.
+void parse_dsa(const Reader& root, const Reader& t, ModelConfig& c, bool allow_unknown) {
+  const char* k31 = "KimiK31ForConditionalGeneration";
+  const char* k3 = "KimiK3ForConditionalGeneration";
+  if (!t.has("dsa_config")) {
+    root.expect(!names_architecture(root, k31), std::string("architectures names ") + k31 + " but " + t.prefix +
+                                                    "dsa_config is missing");
+    return;
+  }
+  root.expect(!names_architecture(root, k3), std::string("architectures names ") + k3 + " but the config has " +
+                                                 t.prefix + "dsa_config (a K3.1 Pro field)");
+  const Reader d = t.sub("dsa_config");
+  check_keys(d, kDsaKeys, false, allow_unknown, c);
+  c.dsa = true;
+  c.dsa_n_heads = d.positive("index_n_heads");
+  c.dsa_head_dim = d.positive("index_head_dim");
+  c.dsa_topk = d.positive("index_topk", INT32_MAX);
+  c.dsa_k_norm_eps = c.rms_norm_eps;  // §4.2: dsa_config declares no ε
+  c.dsa_layer.assign(size_t(c.num_hidden_layers), false);
+  for (int l = 0; l < c.num_hidden_layers; l++) c.dsa_layer[size_t(l)] = !c.is_kda_layer(l);
+  if (!d.has("dsa_layers")) return;  // absent: every full-attention layer
+  std::vector<bool> listed(size_t(c.num_hidden_layers), false);
+  for (int id : d.int_list("dsa_layers")) {
+    d.expect(id >= 1 && id <= c.num_hidden_layers, "field '" + d.prefix + "dsa_layers' holds layer " +
+                                                       std::to_string(id) + " outside 1.." +
+                                                       std::to_string(c.num_hidden_layers));
+    d.expect(!c.is_kda_layer(id - 1), "field '" + d.prefix + "dsa_layers' holds layer " + std::to_string(id) +
+                                          ", which is not a full-attention layer");
+    listed[size_t(id - 1)] = true;
+  }
+  d.expect(listed == c.dsa_layer, "field '" + d.prefix + "dsa_layers' must list every full-attention layer");
+}
+
+// MLA's fields (spec §3.4).
+void read_mla(const Reader& t, ModelConfig& c) {
+  c.num_attention_heads = t.positive("num_attention_heads");
+  if (t.has("num_key_value_heads"))
+    t.expect(t.integer("num_key_value_heads") == c.num_attention_heads,
+             "num_key_value_heads must equal num_attention_heads (MLA has no GQA)");
+  c.q_lora_rank = t.positive("q_lora_rank");
+  c.kv_lora_rank = t.positive("kv_lora_rank");
+  c.qk_nope_head_dim = t.positive("qk_nope_head_dim");
+  c.qk_rope_head_dim = t.integer("qk_rope_head_dim");
+  t.expect(c.qk_rope_head_dim >= 0 && c.qk_rope_head_dim <= kMaxDim,
+           "field '" + t.prefix + "qk_rope_head_dim' must be in [0, " + std::to_string(kMaxDim) + "]");
+  c.v_head_dim = t.positive("v_head_dim");
+  if (t.has("mla_use_nope"))
+    t.expect(t.boolean("mla_use_nope"), "unsupported mla_use_nope = false (K3 applies no RoPE)");
+  if (t.has("mla_use_output_gate"))
+    t.expect(t.boolean("mla_use_output_gate"), "unsupported mla_use_output_gate = false");
+}
+
+// KDA's fields (linear_attn_config) and the layer schedule: two 1-based lists
+// that must partition 1..L.
+void read_kda_and_schedule(const Reader& t, ModelConfig& c, const std::string& where, bool allow_unknown) {
+  Reader la = t.sub("linear_attn_config");
+  check_keys(la, kLinearAttnKeys, false, allow_unknown, c);
+  c.kda_num_heads = la.positive("num_heads");
+  c.kda_head_dim = la.positive("head_dim");
+  c.kda_conv_kernel = la.positive("short_conv_kernel_size");
+  c.kda_gate_lower_bound = la.number("gate_lower_bound");
+  la.expect(c.kda_gate_lower_bound < 0, "field '" + la.prefix + "gate_lower_bound' must be negative");
+  if (la.has("use_full_rank_gate"))
+    la.expect(la.boolean("use_full_rank_gate"), "unsupported use_full_rank_gate = false");
+
+  std::vector<int> kda = la.int_list("kda_layers"), mla = la.int_list("full_attn_layers");
+  c.layer_kind.assign(c.num_hidden_layers, LayerKind::KDA);
+  std::vector<int> seen(c.num_hidden_layers, 0);
+  for (auto [list, kind, name] : {std::tuple{&kda, LayerKind::KDA, "kda_layers"},
+                                  std::tuple{&mla, LayerKind::MLA, "full_attn_layers"}}) {
+    for (int id : *list) {
+      if (id < 1 || id > c.num_hidden_layers)
+        fail(where, "inconsistent schedule: " + la.prefix + name + " holds layer " + std::to_string(id) +
+                        " outside 1.." + std::to_string(c.num_hidden_layers));
+      if (seen[id - 1]++)
+        fail(where, "inconsistent schedule: layer " + std::to_string(id) + " is listed twice");
+      c.layer_kind[id - 1] = kind;
+    }
+  }
+  for (int l = 0; l < c.num_hidden_layers; l++)
+    if (!seen[l])
+      fail(where, "inconsistent schedule: layer " + std::to_string(l + 1) +
+                      " is in neither kda_layers nor full_attn_layers");
+}
+
+// The MoE fields, required when any layer is MoE; the quantization config
+// from the text config or the root.
+void read_moe(const Reader& root, const Reader& t, ModelConfig& c, bool allow_unknown) {
+  bool any_moe = c.first_k_dense_replace < c.num_hidden_layers;
+  c.num_experts = t.has("num_experts") ? t.integer("num_experts") : 0;
+  c.num_experts_per_token = t.has("num_experts_per_token") ? t.integer("num_experts_per_token") : 0;
+  t.expect(c.num_experts >= 0 && c.num_experts <= kMaxExperts && c.num_experts_per_token >= 0 &&
+               c.num_experts_per_token <= kMaxExperts,
+           "num_experts and num_experts_per_token must be in [0, " + std::to_string(kMaxExperts) + "]");
+  if (any_moe) {
+    c.num_experts = t.positive("num_experts", kMaxExperts);
+    c.num_experts_per_token = t.positive("num_experts_per_token");
+    t.expect(c.num_experts_per_token <= c.num_experts, "num_experts_per_token exceeds num_experts");
+    c.num_shared_experts = t.integer("num_shared_experts");
+    t.expect(c.num_shared_experts >= 0 && c.num_shared_experts <= kMaxExperts,
+             "field '" + t.prefix + "num_shared_experts' must be in [0, " + std::to_string(kMaxExperts) + "]");
+    c.moe_intermediate_size = t.positive("moe_intermediate_size");
+    c.routed_expert_hidden_size = t.positive("routed_expert_hidden_size");
+    c.routed_scaling_factor = t.number_or("routed_scaling_factor", 1.0f);
+    if (t.has("moe_router_activation_func")) {
+      std::string f = t.string("moe_router_activation_func");
+      t.expect(f == "sigmoid", "unsupported moe_router_activation_func '" + f + "' (only sigmoid)");
+    }
+    if (t.has("topk_method")) {
+      std::string m = t.string("topk_method");
+      t.expect(m == "noaux_tc", "unsupported topk_method '" + m + "' (only noaux_tc)");
+    }
+    if (t.has("num_expert_group"))
+      t.expect(t.integer("num_expert_group") == 1, "unsupported num_expert_group (only 1)");
+    if (t.has("topk_group")) t.expect(t.integer("topk_group") == 1, "unsupported topk_group (only 1)");
+    if (t.has("moe_renormalize")) t.expect(t.boolean("moe_renormalize"), "unsupported moe_renormalize = false");
+    if (t.has("latent_moe_use_norm"))
+      t.expect(t.boolean("latent_moe_use_norm"), "unsupported latent_moe_use_norm = false");
+    if (t.has("quantization_config")) check_quantization(t.sub("quantization_config"), c, allow_unknown);
+    else if (root.has("quantization_config")) check_quantization(root.sub("quantization_config"), c, allow_unknown);
+    t.expect(c.routed_expert_hidden_size % c.mxfp4_group_size == 0 &&
+                 c.moe_intermediate_size % c.mxfp4_group_size == 0,
+             "routed_expert_hidden_size and moe_intermediate_size must be multiples of the MXFP4 group (32)");
+  }
+}
+
+// The size helpers multiply fields; each product must fit an int (and
+// describe a matrix a machine could hold).
+void check_products(const ModelConfig& c, const std::string& where) {
+  for (auto [what, v] : {std::pair{"num_heads x head_dim (KDA)", int64_t(c.kda_num_heads) * c.kda_head_dim},
+                         std::pair{"num_attention_heads x q head dim (MLA)",
+                                   int64_t(c.num_attention_heads) * (int64_t(c.qk_nope_head_dim) + c.qk_rope_head_dim)},
+                         std::pair{"num_attention_heads x v_head_dim", int64_t(c.num_attention_heads) * c.v_head_dim},
+                         std::pair{"num_shared_experts x moe_intermediate_size",
+                                   int64_t(c.num_shared_experts) * c.moe_intermediate_size},
+                         std::pair{"num_hidden_layers x num_experts", int64_t(c.num_hidden_layers) * c.num_experts},
+                         std::pair{"index_n_heads x index_head_dim", int64_t(c.dsa_n_heads) * c.dsa_head_dim},
+                         std::pair{"index_n_heads x index_head_dim x q_lora_rank",
+                                   int64_t(c.dsa_n_heads) * c.dsa_head_dim * c.q_lora_rank}})
+    if (v > kMaxProduct) fail(where, std::string(what) + " = " + std::to_string(v) + " is implausibly large");
+}
+
+}  // namespace
+
+uint64_t ModelConfig::cache_bytes_per_position() const {
+  uint64_t b = 0;
+  for (int l = 0; l < num_hidden_layers; l++) {
+    if (is_kda_layer(l)) continue;
+    b += uint64_t(kv_lora_rank + qk_rope_head_dim) * sizeof(float);
+    if (is_dsa_layer(l)) b += uint64_t(dsa_head_dim) * sizeof(float);
+  }
+  return b;
+}
+
+int ModelConfig::dsa_layer_count() const {
+  int n = 0;
+  for (int l = 0; l < num_hidden_layers; l++) n += is_dsa_layer(l);
+  return n;
+}
+
 ModelConfig parse_model_config(const json& doc, const std::string& where, bool allow_unknown) {
   if (!doc.is_object()) fail(where, "config must be a JSON object");
   Reader root{doc, where, ""};
   const Reader t = [&] {
     if (!root.has("text_config")) return root;
     std::string mt = root.has("model_type") ? root.string("model_type") : "";
-    root.expect(mt == "kimi_k3", "model_type '" + mt + "' with a text_config is not supported (expected kimi_k3)");
+    root.expect(mt == "kimi_k3" || mt == "kimi_k31",
+                "model_type '" + mt + "' with a text_config is not supported (expected kimi_k3 or kimi_k31)");
     return root.sub("text_config");
   }();
   std::string mt = t.string("model_type");
@@ -246,101 +420,11 @@ ModelConfig parse_model_config(const json& doc, const std::string& where, bool a
   if (t.has("moe_layer_freq"))
     t.expect(t.integer("moe_layer_freq") == 1, "unsupported " + t.prefix + "moe_layer_freq (only 1)");
 
-  // MLA.
-  c.num_attention_heads = t.positive("num_attention_heads");
-  if (t.has("num_key_value_heads"))
-    t.expect(t.integer("num_key_value_heads") == c.num_attention_heads,
-             "num_key_value_heads must equal num_attention_heads (MLA has no GQA)");
-  c.q_lora_rank = t.positive("q_lora_rank");
-  c.kv_lora_rank = t.positive("kv_lora_rank");
-  c.qk_nope_head_dim = t.positive("qk_nope_head_dim");
-  c.qk_rope_head_dim = t.integer("qk_rope_head_dim");
-  t.expect(c.qk_rope_head_dim >= 0 && c.qk_rope_head_dim <= kMaxDim,
-           "field '" + t.prefix + "qk_rope_head_dim' must be in [0, " + std::to_string(kMaxDim) + "]");
-  c.v_head_dim = t.positive("v_head_dim");
-  if (t.has("mla_use_nope"))
-    t.expect(t.boolean("mla_use_nope"), "unsupported mla_use_nope = false (K3 applies no RoPE)");
-  if (t.has("mla_use_output_gate"))
-    t.expect(t.boolean("mla_use_output_gate"), "unsupported mla_use_output_gate = false");
-
-  // KDA.
-  Reader la = t.sub("linear_attn_config");
-  check_keys(la, kLinearAttnKeys, false, allow_unknown, c);
-  c.kda_num_heads = la.positive("num_heads");
-  c.kda_head_dim = la.positive("head_dim");
-  c.kda_conv_kernel = la.positive("short_conv_kernel_size");
-  c.kda_gate_lower_bound = la.number("gate_lower_bound");
-  la.expect(c.kda_gate_lower_bound < 0, "field '" + la.prefix + "gate_lower_bound' must be negative");
-  if (la.has("use_full_rank_gate"))
-    la.expect(la.boolean("use_full_rank_gate"), "unsupported use_full_rank_gate = false");
-
-  // Layer schedule: two 1-based lists that must partition 1..L.
-  std::vector<int> kda = la.int_list("kda_layers"), mla = la.int_list("full_attn_layers");
-  c.layer_kind.assign(c.num_hidden_layers, LayerKind::KDA);
-  std::vector<int> seen(c.num_hidden_layers, 0);
-  for (auto [list, kind, name] : {std::tuple{&kda, LayerKind::KDA, "kda_layers"},
-                                  std::tuple{&mla, LayerKind::MLA, "full_attn_layers"}}) {
-    for (int id : *list) {
-      if (id < 1 || id > c.num_hidden_layers)
-        fail(where, "inconsistent schedule: " + la.prefix + name + " holds layer " + std::to_string(id) +
-                        " outside 1.." + std::to_string(c.num_hidden_layers));
-      if (seen[id - 1]++)
-        fail(where, "inconsistent schedule: layer " + std::to_string(id) + " is listed twice");
-      c.layer_kind[id - 1] = kind;
-    }
-  }
-  for (int l = 0; l < c.num_hidden_layers; l++)
-    if (!seen[l])
-      fail(where, "inconsistent schedule: layer " + std::to_string(l + 1) +
-                      " is in neither kda_layers nor full_attn_layers");
-
-  // MoE.
-  bool any_moe = c.first_k_dense_replace < c.num_hidden_layers;
-  c.num_experts = t.has("num_experts") ? t.integer("num_experts") : 0;
-  c.num_experts_per_token = t.has("num_experts_per_token") ? t.integer("num_experts_per_token") : 0;
-  t.expect(c.num_experts >= 0 && c.num_experts <= kMaxExperts && c.num_experts_per_token >= 0 &&
-               c.num_experts_per_token <= kMaxExperts,
-           "num_experts and num_experts_per_token must be in [0, " + std::to_string(kMaxExperts) + "]");
-  if (any_moe) {
-    c.num_experts = t.positive("num_experts", kMaxExperts);
-    c.num_experts_per_token = t.positive("num_experts_per_token");
-    t.expect(c.num_experts_per_token <= c.num_experts, "num_experts_per_token exceeds num_experts");
-    c.num_shared_experts = t.integer("num_shared_experts");
-    t.expect(c.num_shared_experts >= 0 && c.num_shared_experts <= kMaxExperts,
-             "field '" + t.prefix + "num_shared_experts' must be in [0, " + std::to_string(kMaxExperts) + "]");
-    c.moe_intermediate_size = t.positive("moe_intermediate_size");
-    c.routed_expert_hidden_size = t.positive("routed_expert_hidden_size");
-    c.routed_scaling_factor = t.number_or("routed_scaling_factor", 1.0f);
-    if (t.has("moe_router_activation_func")) {
-      std::string f = t.string("moe_router_activation_func");
-      t.expect(f == "sigmoid", "unsupported moe_router_activation_func '" + f + "' (only sigmoid)");
-    }
-    if (t.has("topk_method")) {
-      std::string m = t.string("topk_method");
-      t.expect(m == "noaux_tc", "unsupported topk_method '" + m + "' (only noaux_tc)");
-    }
-    if (t.has("num_expert_group"))
-      t.expect(t.integer("num_expert_group") == 1, "unsupported num_expert_group (only 1)");
-    if (t.has("topk_group")) t.expect(t.integer("topk_group") == 1, "unsupported topk_group (only 1)");
-    if (t.has("moe_renormalize")) t.expect(t.boolean("moe_renormalize"), "unsupported moe_renormalize = false");
-    if (t.has("latent_moe_use_norm"))
-      t.expect(t.boolean("latent_moe_use_norm"), "unsupported latent_moe_use_norm = false");
-    if (t.has("quantization_config")) check_quantization(t.sub("quantization_config"), c, allow_unknown);
-    else if (root.has("quantization_config")) check_quantization(root.sub("quantization_config"), c, allow_unknown);
-    t.expect(c.routed_expert_hidden_size % c.mxfp4_group_size == 0 &&
-                 c.moe_intermediate_size % c.mxfp4_group_size == 0,
-             "routed_expert_hidden_size and moe_intermediate_size must be multiples of the MXFP4 group (32)");
-  }
-  // The size helpers multiply fields; each product must fit an int (and
-  // describe a matrix a machine could hold).
-  for (auto [what, v] : {std::pair{"num_heads x head_dim (KDA)", int64_t(c.kda_num_heads) * c.kda_head_dim},
-                         std::pair{"num_attention_heads x q head dim (MLA)",
-                                   int64_t(c.num_attention_heads) * (int64_t(c.qk_nope_head_dim) + c.qk_rope_head_dim)},
-                         std::pair{"num_attention_heads x v_head_dim", int64_t(c.num_attention_heads) * c.v_head_dim},
-                         std::pair{"num_shared_experts x moe_intermediate_size",
-                                   int64_t(c.num_shared_experts) * c.moe_intermediate_size},
-                         std::pair{"num_hidden_layers x num_experts", int64_t(c.num_hidden_layers) * c.num_experts}})
-    if (v > kMaxProduct) fail(where, std::string(what) + " = " + std::to_string(v) + " is implausibly large");
+  read_mla(t, c);
+  read_kda_and_schedule(t, c, where, allow_unknown);
+  parse_dsa(root, t, c, allow_unknown);
+  read_moe(root, t, c, allow_unknown);
+  check_products(c, where);
   if (t.has("num_nextn_predict_layers"))
     t.expect(t.integer("num_nextn_predict_layers") == 0, "MTP heads (num_nextn_predict_layers > 0) are not supported");
   if (t.has("tie_word_embeddings"))

@@ -66,6 +66,15 @@ struct ModelConfig {
   // Per layer (0-based): attention kind. Read from the config's two lists.
   std::vector<LayerKind> layer_kind;
 
+  // K3.1 Pro's sparse attention (docs/k31-spec.md §1): on iff the config has a
+  // non-null `dsa_config`; then each listed MLA layer carries a lightning
+  // indexer of dsa_n_heads x dsa_head_dim that keeps the dsa_topk best causal
+  // positions per query. dsa_k_norm_eps: the indexer key LayerNorm's ε (§4.2).
+  bool dsa = false;
+  int dsa_n_heads = 0, dsa_head_dim = 0, dsa_topk = 0;
+  float dsa_k_norm_eps = 1e-5f;
+  std::vector<bool> dsa_layer;  // per layer (0-based); empty when !dsa
+
   // What the config asks for that the engine does not implement, ignored
   // because the caller allowed unknown features (otherwise they are refused):
   // "text_config.dsa_config", ...
@@ -74,9 +83,14 @@ struct ModelConfig {
   // Derived helpers.
   bool is_moe_layer(int l) const { return l >= first_k_dense_replace; }
   bool is_kda_layer(int l) const { return layer_kind[l] == LayerKind::KDA; }
+  bool is_dsa_layer(int l) const { return dsa && dsa_layer[size_t(l)]; }
+  int dsa_layer_count() const;
   int kda_dim() const { return kda_num_heads * kda_head_dim; }
   int mla_q_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   int shared_intermediate() const { return num_shared_experts * moe_intermediate_size; }
+  // Bytes one position adds to a sequence's state: every MLA layer's latent
+  // cache row, plus its indexer key on a DSA layer (docs/k31-spec.md §5).
+  uint64_t cache_bytes_per_position() const;
   // Bytes of one routed expert's six tensors (w1, w2, w3 packed + scales).
   uint64_t expert_span_bytes() const;
 };
@@ -85,8 +99,8 @@ struct ModelConfig {
 // Every key is checked against an allow-list of what the K3 text path reads
 // or knows to be harmless (metadata, the vision tower's settings, training
 // knobs); any other key with a non-null value may ask for computation the
-// engine lacks (a sparse-attention indexer's `dsa_config`, `index_topk`, ...)
-// and is refused by name: "unsupported model feature 'dsa_config' (...)".
+// engine lacks (`index_topk` at the top level, a key inside `dsa_config` it
+// does not know, ...) and is refused by name: "unsupported model feature 'x' (...)".
 // allow_unknown: it is recorded in ignored_features instead.
 ModelConfig parse_model_config(const nlohmann::json& doc, const std::string& where, bool allow_unknown = false);
 // Reads and parses DIR/config.json.

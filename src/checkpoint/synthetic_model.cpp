@@ -250,6 +250,14 @@ struct Planner {
       linear(a + "kv_b_proj.weight", int64_t(s.heads) * (s.nope + s.v_head), s.kv_lora);
       linear(a + "g_proj.weight", int64_t(s.heads) * s.v_head, H);
       linear(a + "o_proj.weight", H, int64_t(s.heads) * s.v_head);
+      if (s.index_heads > 0) {  // docs/k31-spec.md §2.1
+        const std::string ix = a + "indexer.";
+        linear(ix + "wq_b.weight", int64_t(s.index_heads) * s.index_head_dim, s.q_lora);
+        linear(ix + "wk.weight", s.index_head_dim, H);
+        linear(ix + "weights_proj.weight", s.index_heads, H);
+        norm(ix + "k_norm.weight", s.index_head_dim);
+        if (s.index_bias) add(ix + "k_norm.bias", DType::BF16, {s.index_head_dim}, uniform(-0.1f, 0.1f));
+      }
     }
 
     if (l == 0) {  // first_k_dense_replace = 1
@@ -388,7 +396,12 @@ nlohmann::json model_config(const SyntheticShape& s) {
       {"v_head_dim", s.v_head},
       {"vocab_size", s.vocab},
   };
-  return {{"architectures", {"KimiK3ForConditionalGeneration"}},
+  if (s.index_heads > 0)  // docs/k31-spec.md §1.1's canonical keys
+    text["dsa_config"] = {{"index_n_heads", s.index_heads},
+                          {"index_head_dim", s.index_head_dim},
+                          {"index_topk", s.index_topk},
+                          {"dsa_layers", mla_sorted}};
+  return {{"architectures", {s.index_heads > 0 ? "KimiK31ForConditionalGeneration" : "KimiK3ForConditionalGeneration"}},
           {"bos_token_id", bos},
           {"dtype", "bfloat16"},
           {"eos_token_id", eos},
@@ -463,6 +476,22 @@ SyntheticShape k3_slice_preset(int layers, int experts) {
   return s;
 }
 
+SyntheticShape k31_tiny_preset() {
+  SyntheticShape s = tiny_preset();
+  s.index_heads = 4;
+  s.index_head_dim = 32;
+  s.index_topk = 16;
+  return s;
+}
+
+SyntheticShape k31_slice_preset(int layers, int experts) {
+  SyntheticShape s = k3_slice_preset(layers, experts);
+  s.index_heads = 32;
+  s.index_head_dim = 128;
+  s.index_topk = 2048;
+  return s;
+}
+
 std::vector<int> default_mla_layers(int layers) {
   std::vector<int> ids;
   for (int id = 4; id <= layers; id += 4) ids.push_back(id);
@@ -498,6 +527,11 @@ void validate_shape(const SyntheticShape& s) {
   positive(s.vocab, "vocab");
   positive(s.shards, "shards");
   positive(s.max_position_embeddings, "max_position_embeddings");
+  need(s.index_heads >= 0, "index heads must be >= 0");
+  if (s.index_heads > 0) {
+    positive(s.index_head_dim, "index head dim");
+    positive(s.index_topk, "index top-k");
+  }
   need(s.top_k <= s.experts,
        "top-k " + std::to_string(s.top_k) + " exceeds experts " + std::to_string(s.experts));
   need(s.latent % kMxfp4Group == 0,
@@ -557,7 +591,8 @@ uint64_t synthetic_tensor_count(const SyntheticShape& s) {
   uint64_t n = 5;
   for (int l = 0; l < s.layers; l++) {
     bool is_mla = std::find(mla.begin(), mla.end(), l + 1) != mla.end();
-    n += 6 + (is_mla ? 8 : 14) + (l == 0 ? 3 : 8 + 6 * uint64_t(s.experts));
+    const int indexer = s.index_heads > 0 ? 4 + int(s.index_bias) : 0;
+    n += 6 + (is_mla ? 8 + indexer : 14) + (l == 0 ? 3 : 8 + 6 * uint64_t(s.experts));
   }
   return n;
 }

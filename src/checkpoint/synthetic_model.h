@@ -51,6 +51,12 @@ struct SyntheticShape {
   double routed_scaling_factor = 1.0;
   double rms_norm_eps = 1e-5;
   int max_position_embeddings = 1048576;
+  // K3.1 Pro's lightning indexer on every MLA layer (docs/k31-spec.md §1-2);
+  // index_heads 0: none (K3). index_bias: write indexer.k_norm.bias too.
+  int index_heads = 0;
+  int index_head_dim = 0;
+  int index_topk = 0;
+  bool index_bias = true;
 };
 
 // The k3-tiny fixture's shape (hidden 128, 10 layers, 32 experts top-4, ...).
@@ -58,6 +64,10 @@ SyntheticShape tiny_preset();
 // Real K3 dimensions for `layers` layers and `experts` experts per MoE layer,
 // one shard per layer (layer l in shard l+1, as K3 ships it).
 SyntheticShape k3_slice_preset(int layers, int experts);
+// The same with K3.1 Pro's indexer: k31-tiny (4 heads x 32, top-k 16, so
+// short prompts exercise the selection) and k31-slice (32 x 128, top-k 2048).
+SyntheticShape k31_tiny_preset();
+SyntheticShape k31_slice_preset(int layers, int experts);
 // K3's schedule restricted to `layers`: 1-based multiples of 4, plus the last layer.
 std::vector<int> default_mla_layers(int layers);
 // Throws an Error naming the first bad option.
@@ -71,7 +81,7 @@ std::string reserved_token_name(int offset, int reserved, int id);
 // Bytes of one routed expert's six tensors.
 uint64_t expert_span_bytes(const SyntheticShape& s);
 // Tensors the checkpoint holds: 5 globals + per layer 6 common + 14 (KDA) or
-// 8 (MLA) attention + 3 (dense) or 8 (MoE spine) + 6 per routed expert.
+// 8 (MLA; + 4 or 5 indexer tensors with index_heads) attention + 3 (dense) or 8 (MoE spine) + 6 per routed expert.
 uint64_t synthetic_tensor_count(const SyntheticShape& s);
 
 struct ShardPlan {

@@ -130,9 +130,9 @@ uint64_t spec_tensor_count(int layers, const std::set<int>& mla_1based, int expe
   return n;
 }
 
-// Every structural property of a written checkpoint, checked from the files.
-// The parsed shards, by file name, go to `out`.
-void check_checkpoint(const std::string& dir, const SyntheticShape& s, std::map<std::string, Shard>* out = nullptr) {
+// config.json and tokenizer_config.json against the shape; returns the MLA
+// layers (1-based) the schedule names.
+std::set<int> check_config_files(const std::string& dir, const SyntheticShape& s) {
   json cfg = read_json(dir + "/config.json");
   EXPECT_EQ(cfg["model_type"], "kimi_k3");
   EXPECT_EQ(cfg["architectures"], json({"KimiK3ForConditionalGeneration"}));
@@ -169,6 +169,59 @@ void check_checkpoint(const std::string& dir, const SyntheticShape& s, std::map<
   EXPECT_EQ(tok["added_tokens_decoder"][std::to_string(first)]["content"], "[BOS]");
   EXPECT_EQ(tok["added_tokens_decoder"][std::to_string(first + 2)]["content"], "<|end_of_msg|>");
   EXPECT_EQ(tok["added_tokens_decoder"][std::to_string(s.vocab - 1)]["content"], "[PAD]");
+  return mla;
+}
+
+// Experts: six contiguous parts each, one contiguous run per layer in one
+// shard, not in id order. `where`: each tensor's shard file.
+void check_expert_layout(const SyntheticShape& s, std::map<std::string, Shard>& shards,
+                         std::map<std::string, std::string>& where) {
+  const uint64_t L = uint64_t(s.latent), I = uint64_t(s.moe_inter);
+  const uint64_t w13 = I * L / 2 + I * L / 32, w2 = L * I / 2 + L * I / 32;
+  const uint64_t span = 2 * w13 + w2;
+  EXPECT_EQ(expert_span_bytes(s), span);
+  const char* parts[6] = {"w1.weight_packed", "w1.weight_scale", "w2.weight_packed",
+                          "w2.weight_scale",  "w3.weight_packed", "w3.weight_scale"};
+  for (int l = 1; l < s.layers; l++) {
+    std::string pre = "language_model.model.layers." + std::to_string(l) + ".block_sparse_moe.experts.";
+    std::string file = where[pre + "0.w1.weight_packed"];
+    ASSERT_FALSE(file.empty()) << "layer " << l;
+    const Shard& sh = shards[file];
+    std::vector<std::pair<uint64_t, int>> starts;
+    for (int e = 0; e < s.experts; e++) {
+      std::string ep = pre + std::to_string(e) + ".";
+      uint64_t at = sh.entries.at(ep + parts[0]).begin;
+      for (const char* part : parts) {
+        ASSERT_EQ(where[ep + part], file) << ep + part;
+        const Entry& en = sh.entries.at(ep + part);
+        EXPECT_EQ(en.begin, at) << ep + part;
+        at = en.end;
+      }
+      EXPECT_EQ(at - sh.entries.at(ep + parts[0]).begin, span);
+      EXPECT_EQ(sh.entries.at(ep + "w1.weight_packed").shape, (std::vector<int64_t>{s.moe_inter, s.latent / 2}));
+      EXPECT_EQ(sh.entries.at(ep + "w1.weight_scale").shape, (std::vector<int64_t>{s.moe_inter, s.latent / 32}));
+      EXPECT_EQ(sh.entries.at(ep + "w2.weight_packed").shape, (std::vector<int64_t>{s.latent, s.moe_inter / 2}));
+      EXPECT_EQ(sh.entries.at(ep + "w2.weight_scale").shape, (std::vector<int64_t>{s.latent, s.moe_inter / 32}));
+      starts.push_back({sh.entries.at(ep + parts[0]).begin, e});
+    }
+    std::sort(starts.begin(), starts.end());
+    bool in_id_order = true;
+    for (size_t k = 0; k < starts.size(); k++) {
+      if (k > 0) {
+        EXPECT_EQ(starts[k].first, starts[k - 1].first + span) << "layer " << l;
+      }
+      in_id_order = in_id_order && starts[k].second == int(k);
+    }
+    if (s.experts >= 2) {
+      EXPECT_FALSE(in_id_order) << "layer " << l << ": experts must be shuffled";
+    }
+  }
+}
+
+// Every structural property of a written checkpoint, checked from the files.
+// The parsed shards, by file name, go to `out`.
+void check_checkpoint(const std::string& dir, const SyntheticShape& s, std::map<std::string, Shard>* out = nullptr) {
+  const std::set<int> mla = check_config_files(dir, s);
 
   json index = read_json(dir + "/model.safetensors.index.json");
   std::set<std::string> files;
@@ -213,48 +266,7 @@ void check_checkpoint(const std::string& dir, const SyntheticShape& s, std::map<
   EXPECT_EQ(count, spec_tensor_count(s.layers, mla, s.experts));
   EXPECT_EQ(count, synthetic_tensor_count(s));
 
-  // Experts: six contiguous parts each, one contiguous run per layer in one
-  // shard, not in id order.
-  const uint64_t L = uint64_t(s.latent), I = uint64_t(s.moe_inter);
-  const uint64_t w13 = I * L / 2 + I * L / 32, w2 = L * I / 2 + L * I / 32;
-  const uint64_t span = 2 * w13 + w2;
-  EXPECT_EQ(expert_span_bytes(s), span);
-  const char* parts[6] = {"w1.weight_packed", "w1.weight_scale", "w2.weight_packed",
-                          "w2.weight_scale",  "w3.weight_packed", "w3.weight_scale"};
-  for (int l = 1; l < s.layers; l++) {
-    std::string pre = "language_model.model.layers." + std::to_string(l) + ".block_sparse_moe.experts.";
-    std::string file = where[pre + "0.w1.weight_packed"];
-    ASSERT_FALSE(file.empty()) << "layer " << l;
-    const Shard& sh = shards[file];
-    std::vector<std::pair<uint64_t, int>> starts;
-    for (int e = 0; e < s.experts; e++) {
-      std::string ep = pre + std::to_string(e) + ".";
-      uint64_t at = sh.entries.at(ep + parts[0]).begin;
-      for (const char* part : parts) {
-        ASSERT_EQ(where[ep + part], file) << ep + part;
-        const Entry& en = sh.entries.at(ep + part);
-        EXPECT_EQ(en.begin, at) << ep + part;
-        at = en.end;
-      }
-      EXPECT_EQ(at - sh.entries.at(ep + parts[0]).begin, span);
-      EXPECT_EQ(sh.entries.at(ep + "w1.weight_packed").shape, (std::vector<int64_t>{s.moe_inter, s.latent / 2}));
-      EXPECT_EQ(sh.entries.at(ep + "w1.weight_scale").shape, (std::vector<int64_t>{s.moe_inter, s.latent / 32}));
-      EXPECT_EQ(sh.entries.at(ep + "w2.weight_packed").shape, (std::vector<int64_t>{s.latent, s.moe_inter / 2}));
-      EXPECT_EQ(sh.entries.at(ep + "w2.weight_scale").shape, (std::vector<int64_t>{s.latent, s.moe_inter / 32}));
-      starts.push_back({sh.entries.at(ep + parts[0]).begin, e});
-    }
-    std::sort(starts.begin(), starts.end());
-    bool in_id_order = true;
-    for (size_t k = 0; k < starts.size(); k++) {
-      if (k > 0) {
-        EXPECT_EQ(starts[k].first, starts[k - 1].first + span) << "layer " << l;
-      }
-      in_id_order = in_id_order && starts[k].second == int(k);
-    }
-    if (s.experts >= 2) {
-      EXPECT_FALSE(in_id_order) << "layer " << l << ": experts must be shuffled";
-    }
-  }
+  check_expert_layout(s, shards, where);
   if (out) *out = std::move(shards);
 }
 

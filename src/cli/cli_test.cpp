@@ -127,6 +127,28 @@ TEST(Cli, DeviceIsSaidAndCudaIsUsedOrAClearError) {
   EXPECT_EQ(r.err.rfind("sluice: run: ", 0), 0u) << r.err;
 }
 
+// Issue 37: --vram (and the placement flags) are taken by every command that
+// opens a model, and ignored with a note on the CPU.
+TEST(Cli, VramIsTakenEverywhereAndIgnoredOnTheCpu) {
+  for (const char* cmd : {"run", "logits", "bench", "serve", "perplexity"}) {
+    Result r = sluice({cmd, "--help"});
+    EXPECT_NE(r.out.find("--vram"), std::string::npos) << cmd;
+    EXPECT_NE(r.out.find("--gpu-layers"), std::string::npos) << cmd;
+    EXPECT_NE(r.out.find("--cpu-moe"), std::string::npos) << cmd;
+  }
+  Result r = sluice({"run", "-m", kNano, "--tokens", "448,259", "-n", "2", "--ids", "--device", "cpu"});
+  const std::string plain = r.out;
+  r = sluice({"run", "-m", kNano, "--tokens", "448,259", "-n", "2", "--ids", "--device", "cpu", "--vram", "1G",
+              "--gpu-layers", "1", "--cpu-moe"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("sluice: note: --vram, --gpu-layers, --gpu-spill and --cpu-moe are ignored"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, plain);
+  r = sluice({"logits", "-m", kNano, "--tokens", "448", "--device", "cpu", "--vram", "lots", "--out", "/dev/null"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--vram"), std::string::npos) << r.err;
+}
+
 TEST(Cli, ParserErrorsNameTheCommand) {
   Result r = sluice({"run", "--ctx-size", "0", "-m", kNano});
   EXPECT_NE(r.status, 0);

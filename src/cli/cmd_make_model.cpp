@@ -26,11 +26,13 @@ int run_make_model(const MakeModelArgs& a) {
   SyntheticShape s;
   if (a.preset == "tiny") {
     s = tiny_preset();
-  } else if (a.preset == "k3-slice") {
-    if (!a.layers || !a.experts) throw Error("make-model: --preset k3-slice needs --layers and --experts");
-    s = k3_slice_preset(*a.layers, *a.experts);
+  } else if (a.preset == "k31-tiny") {
+    s = k31_tiny_preset();
+  } else if (a.preset == "k3-slice" || a.preset == "k31-slice") {
+    if (!a.layers || !a.experts) throw Error("make-model: --preset " + a.preset + " needs --layers and --experts");
+    s = a.preset == "k3-slice" ? k3_slice_preset(*a.layers, *a.experts) : k31_slice_preset(*a.layers, *a.experts);
   } else {
-    throw Error("make-model: unknown preset '" + a.preset + "' (tiny or k3-slice)");
+    throw Error("make-model: unknown preset '" + a.preset + "' (tiny, k3-slice, k31-tiny or k31-slice)");
   }
   auto set = [](int& field, const std::optional<int>& v) {
     if (v) field = *v;
@@ -57,7 +59,8 @@ int run_make_model(const MakeModelArgs& a) {
   // Defaults that follow other options: k3-slice puts one layer per shard (as
   // K3 does), tiny uses 3 shards (as the fixture) or fewer for fewer layers;
   // top-k shrinks with a smaller expert count.
-  s.shards = a.preset == "k3-slice" ? s.layers : std::min(3, s.layers);
+  const bool slice = a.preset == "k3-slice" || a.preset == "k31-slice";
+  s.shards = slice ? s.layers : std::min(3, s.layers);
   set(s.shards, a.shards);
   if (!a.top_k) s.top_k = std::min(s.top_k, s.experts);
   if (a.scaling_factor) s.routed_scaling_factor = *a.scaling_factor;
@@ -93,8 +96,10 @@ int run_make_model(const MakeModelArgs& a) {
 Command reg("make-model", "Write a seeded synthetic K3 checkpoint (tiny shapes or real-size K3 layers)",
             [](CLI::App& sub, Action* action) {
               auto a = std::make_shared<MakeModelArgs>();
-              sub.add_option("--preset", a->preset, "tiny (the k3-tiny fixture's shape) or k3-slice (real K3 dims)")
-                  ->check(CLI::IsMember({"tiny", "k3-slice"}));
+              sub.add_option("--preset", a->preset,
+                             "tiny (the k3-tiny fixture's shape), k3-slice (real K3 dims), k31-tiny or k31-slice "
+                             "(the same with K3.1 Pro's sparse-attention indexer)")
+                  ->check(CLI::IsMember({"tiny", "k3-slice", "k31-tiny", "k31-slice"}));
               sub.add_option("--seed", a->seed, "PRNG seed: the same seed gives byte-identical files");
               sub.add_option("--out", a->out, "output directory (created; must be empty unless --force)");
               sub.add_flag("--force", a->force, "write into a non-empty directory, replacing its checkpoint");

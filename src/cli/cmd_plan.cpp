@@ -50,8 +50,10 @@
 #include "engine/compute_profile.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
+#include "cli/plan_gpu.h"
 #include "cli/spine_option.h"
 #include "io/bandwidth_probe.h"
+#include "io/stripe.h"
 #include "io/span_reader.h"
 #include "k3/k3_config.h"
 #include "k3/model.h"
@@ -70,12 +72,13 @@ constexpr double kLosslessRatio = 0.665;
 
 struct PlanArgs {
   std::string model, preset, ram, spine, spine_pack, reserve, dest;
-  double disk_gbps = 0;  // 0: measure the disk (of --dest, else the model's, else the current folder)
+  std::string disk_gbps;  // one rate per drive, "7" or "7,7,3.5"; empty: measure the disk (of --dest, else the model's, else the current folder)
   double disk_probe_seconds = 1.5;
   double hit_rate = -1;  // -1: what the cache's size justifies (justified_hit_rate)
   double guess_waste = 0, guess_recall = 0, lossless_ratio = kLosslessRatio, probe_seconds = 0.6;
   int max_context = 4096, cores = 0, chunk_tokens = 256, probe_rounds = 8;
   bool kernel_probe = false, allow_unknown = false;
+  PlanGpuArgs gpu;  // --gpu, --vram, --pcie-gbps, ... (cli/plan_gpu.h)
 };
 
 double gb(double b) { return b / 1e9; }
@@ -104,7 +107,12 @@ uint64_t free_bytes(const std::string& dir) {
 // there, else a scratch file in --dest (or the current folder), deleted after.
 // Three rounds; the median rate, and their spread.
 DiskRate measure_disk(const PlanArgs& a, const Checkpoint& ck, uint64_t read_bytes) {
-  if (a.disk_gbps > 0) return {a.disk_gbps, "given (--disk-gbps)"};
+  if (!a.disk_gbps.empty()) {
+    const StripedRate r = striped_rate(a.disk_gbps, ck.config.num_experts);  // several drives: io/stripe.h
+    if (r.drives == 1) return {r.gbps, "given (--disk-gbps)"};
+    return {r.gbps, "given (--disk-gbps " + a.disk_gbps + ": " + std::to_string(r.drives) + " drives, experts per layer " +
+                        r.placement + ")"};
+  }
   constexpr uint64_t kScratch = 1ull << 30;
   std::vector<std::string> files;
   std::string where = a.dest.empty() ? "." : a.dest, scratch;
@@ -272,8 +280,10 @@ void print_answer(const PlanArgs& a, const Checkpoint& ck, const std::string& na
 }
 
 int run_plan(const PlanArgs& a) {
-  if (a.model.empty() == a.preset.empty()) fail("plan", "give either --model DIR or --preset k3");
-  const Checkpoint ck = a.preset.empty() ? open_checkpoint_warning(a.model, a.allow_unknown) : layout_checkpoint(k3_config(), "Kimi K3");
+  if (a.model.empty() == a.preset.empty()) fail("plan", "give either --model DIR or --preset k3 (or k31)");
+  const Checkpoint ck = !a.preset.empty() ? (a.preset == "k31" ? layout_checkpoint(k31_config(), "Kimi K3.1 Pro")
+                                                               : layout_checkpoint(k3_config(), "Kimi K3"))
+                                          : open_checkpoint_warning(a.model, a.allow_unknown);
   ModelOptions o;
   o.ram_budget = a.ram.empty() ? 0 : parse_byte_size(a.ram, "--ram-budget");
   o.spine = a.spine;
@@ -453,6 +463,7 @@ int run_plan(const PlanArgs& a) {
   std::printf(projected >= 0.1 ? "projected    %.3f s/token (%s: the larger of the I/O floor and the critical path)\n"
                                 : "projected    %.6f s/token (%s: the larger of the I/O floor and the critical path)\n",
               projected, io_floor >= critical ? "I/O-bound" : "compute and expert reads");
+  if (a.gpu.given()) print_plan_gpu(a.gpu, ck, spine, p, {r.bf16_gbps * scale, r.mxfp4_gbps * scale, disk.gbps, hit.rate});
   return 0;
 }
 
@@ -460,15 +471,15 @@ Command reg("plan", "What the engine would keep resident, read and compute per t
             [](CLI::App& sub, Action* action) {
               auto a = std::make_shared<PlanArgs>();
               auto* model = sub.add_option("-m,--model", a->model, "Model directory");
-              sub.add_option("--preset", a->preset, "A known model instead of a directory: k3 (Kimi K3, no weights needed)")
-                  ->check(CLI::IsMember({"k3"}))
+              sub.add_option("--preset", a->preset,
+                             "A known model instead of a directory: k3 (Kimi K3) or k31 (Kimi K3.1 Pro), no weights needed")
+                  ->check(CLI::IsMember({"k3", "k31"}))
                   ->excludes(model);
               sub.add_option("--ram-budget,--ram", a->ram,
                              "RAM budget, e.g. 64G (default: 3/4 of this machine's RAM or its cgroup's limit, the smaller)");
               sub.add_option("--disk-gbps", a->disk_gbps,
-                             "Disk read bandwidth in GB/s (default: measured on the disk of --dest, else of the "
-                             "model's shards, else of the current folder)")
-                  ->check(CLI::PositiveNumber);
+                             "Disk read bandwidth in GB/s, one per drive for a stripe (7,7,3.5) (default: measured "
+                             "on the disk of --dest, else of the model's shards, else of the current folder)");
               sub.add_option("--dest", a->dest,
                              "The folder the model will be installed in: its disk is measured, its free space checked");
               sub.add_option("--disk-probe-seconds", a->disk_probe_seconds, "Time spent measuring the disk (3 rounds)")
@@ -503,6 +514,7 @@ Command reg("plan", "What the engine would keep resident, read and compute per t
                   ->check(CLI::Range(1, 1000));
               add_spine_option(sub, a->spine);
               add_spine_pack_option(sub, a->spine_pack);
+              add_plan_gpu_options(sub, a->gpu);
               *action = [a] { return run_plan(*a); };
             });
 

@@ -303,3 +303,63 @@ TEST(CliPlan, TheTokenBoundaryComesBeforeTheExpertReads) {
 }
 
 }  // namespace
+
+// Issue 35: one rate per drive projects the striped placement: four 7 GB/s
+// drives below one, an unequal trio at the busiest drive's share, and a bad
+// rate refused naming the flag.
+TEST(CliPlan, SeveralDrivesProjectBelowOne) {
+  int rc = 0;
+  // Many cores: the projection is the reads' (a busy machine's kernel probe cannot swing it).
+  const std::string k = "plan --preset k3 --ram 128G --probe-seconds 0.05 --cores 512 --hit-rate 0";
+  const std::string one = run(k + " --disk-gbps 7", &rc);
+  ASSERT_EQ(rc, 0) << one;
+  const std::string four = run(k + " --disk-gbps 7,7,7,7", &rc);
+  ASSERT_EQ(rc, 0) << four;
+  EXPECT_NE(four.find("s/token"), std::string::npos) << four;
+  EXPECT_NE(four.find("4 drives, experts per layer 224/224/224/224"), std::string::npos) << four;
+  EXPECT_NEAR(number_after(four, "disk        "), 28, 0.01) << four;
+  EXPECT_LT(seconds_per_token(four), seconds_per_token(one)) << four;
+  const std::string trio = run(k + " --disk-gbps 7,7,3.5", &rc);
+  ASSERT_EQ(rc, 0) << trio;
+  EXPECT_LT(number_after(trio, "disk        "), 17.5 + 1e-9) << trio;
+  EXPECT_GT(number_after(trio, "disk        "), 17.0) << trio;
+  const std::string bad = run(k + " --disk-gbps 7,x", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(bad.find("--disk-gbps"), std::string::npos) << bad;
+}
+
+namespace {
+
+// Issue 37's contract: with --vram, plan names what is on the GPU and what the
+// CPU computes, and projects seconds per token; more VRAM is never slower.
+TEST(CliPlan, VramPlacesTheSpineAndProjects) {
+  int rc = 0;
+  const std::string k = "plan --preset k3 --ram 128G --disk-gbps 7 --probe-seconds 0.05 --kernel-probe";
+  const std::string v24 = run(k + " --vram 24G", &rc);
+  ASSERT_EQ(rc, 0) << v24;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(v24, m, std::regex("placement +on the GPU: (.*); the CPU computes: (.*); experts:")))
+      << v24;
+  EXPECT_NE(m[1].str().find("of spine"), std::string::npos) << v24;
+  EXPECT_NE(m[2].str().find("from RAM"), std::string::npos) << v24;
+  ASSERT_TRUE(std::regex_search(v24, m, std::regex("with GPU +([0-9.]+) s/token"))) << v24;
+  const double s24 = std::stod(m[1]);
+  EXPECT_GT(s24, 0) << v24;
+  // A 141 GB card holds the whole spine, and (same line, same measured CPU
+  // rates) beats the CPU alone.
+  const std::string h200 = run(k + " --gpu h200", &rc);
+  ASSERT_EQ(rc, 0) << h200;
+  EXPECT_NE(h200.find("H200: 141 GB"), std::string::npos) << h200;
+  EXPECT_TRUE(std::regex_search(h200, std::regex("layers 0-92 of 93 and the head \\([0-9.]+ GB of spine\\)"))) << h200;
+  EXPECT_NE(h200.find("the CPU computes: nothing of the spine"), std::string::npos) << h200;
+  ASSERT_TRUE(std::regex_search(h200, m, std::regex("with GPU +([0-9.]+) s/token.*all on the CPU ([0-9.]+) s/token")))
+      << h200;
+  EXPECT_LT(std::stod(m[1]), std::stod(m[2])) << h200;
+  // --gpu-layers 0: nothing of the spine on the GPU.
+  const std::string none = run(k + " --vram 24G --gpu-layers 0", &rc);
+  EXPECT_NE(none.find("on the GPU: no whole layer (0.00 GB of spine)"), std::string::npos) << none;
+  EXPECT_NE(run("plan --preset k3 --gpu 9999", &rc).find("--gpu"), std::string::npos);  // refused before planning
+  EXPECT_NE(rc, 0);
+}
+
+}  // namespace

@@ -54,12 +54,10 @@ struct ServeArgs {
   std::string request_memory;  // --request-memory SIZE; empty: default_request_memory(budget)
 };
 
-// Bytes one sequence's state takes at `ctx` tokens: KDA state (fixed) plus the MLA cache.
+// Bytes one sequence's state takes at `ctx` tokens: KDA state (fixed) plus the
+// MLA cache (and K3.1 Pro's indexer keys).
 uint64_t state_bytes(const ModelConfig& c, int ctx) {
-  uint64_t mla_per_pos = 0;
-  for (int l = 0; l < c.num_hidden_layers; l++)
-    if (!c.is_kda_layer(l)) mla_per_pos += uint64_t(c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
-  return SequenceState::create(c).bytes() + mla_per_pos * uint64_t(std::max(ctx, 1));
+  return SequenceState::create(c).bytes() + c.cache_bytes_per_position() * uint64_t(std::max(ctx, 1));
 }
 
 // The default --parallel: up to 4 sequences, as many as keep their states
@@ -99,23 +97,27 @@ std::string dir_name(std::string dir) {
   return slash == std::string::npos ? dir : dir.substr(slash + 1);
 }
 
-int run_serve(ServeArgs& a) {
-  // Signals are taken by one thread with sigtimedwait, so every thread blocks them;
-  // threads created from here on inherit the mask.
+// Signals are taken by one thread with sigtimedwait, so every thread blocks them;
+// threads created from here on inherit the mask. Returns the stop signals.
+sigset_t block_stop_signals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a vanished client is an error on write, not a death
+  return stop_signals;
+}
 
+// The server options the flags give directly (checked before anything loads),
+// and the model's own defaults for requests that give none.
+void apply_server_flags(ServeArgs& a) {
   if (!a.api_key_file.empty()) {
     if (!a.opt.api_key.empty()) fail("serve", "give --api-key (SLUICE_API_KEY) or --api-key-file, not both");
     a.opt.api_key = read_key_file(a.api_key_file);
   }
   if (a.log_format != "text" && a.log_format != "json") fail("--log-format", "expected text or json");
   a.opt.log_json = a.log_format == "json";
-  const bool log_json = a.opt.log_json;
   a.opt.lenient = !a.strict;
   std::stringstream hosts(a.allowed_hosts);
   for (std::string h; std::getline(hosts, h, ',');)
@@ -124,15 +126,19 @@ int run_serve(ServeArgs& a) {
   if (a.opt.model_id.empty()) a.opt.model_id = dir_name(a.m.dir);
   if (a.draft != "none" && a.draft != "suffix") fail("--draft", "expected none or suffix, got '" + a.draft + "'");
   if (a.draft == "none") a.opt.draft.max_tokens = 0;
-  // The model's own defaults for requests that give none (checked before anything loads).
   a.opt.defaults = text::chat_defaults(a.m.dir);
-  {
-    const text::ChatDefaults& d = a.opt.defaults;
-    say(log_json, "request defaults%s: reasoning effort %s, temperature %g, top-p %g, chat max tokens %d",
-        std::filesystem::exists(a.m.dir + "/generation_config.json") ? " (generation_config.json)" : "",
-        d.reasoning_effort.c_str(), double(d.temperature), double(d.top_p),
-        d.max_new_tokens > 0 ? std::min(d.max_new_tokens, a.opt.max_tokens) : a.opt.max_tokens);
-  }
+  const text::ChatDefaults& d = a.opt.defaults;
+  say(a.opt.log_json, "request defaults%s: reasoning effort %s, temperature %g, top-p %g, chat max tokens %d",
+      std::filesystem::exists(a.m.dir + "/generation_config.json") ? " (generation_config.json)" : "",
+      d.reasoning_effort.c_str(), double(d.temperature), double(d.top_p),
+      d.max_new_tokens > 0 ? std::min(d.max_new_tokens, a.opt.max_tokens) : a.opt.max_tokens);
+}
+
+// The model options for serving: the device, the plan's log lines, and what
+// the plan sets aside inside --ram-budget for requests (bodies, N live states,
+// saved prefix states, batched passes); says each on the log.
+ModelOptions serve_model_options(ServeArgs& a) {
+  const bool log_json = a.opt.log_json;
   ModelOptions mopt = model_options(a.m);
   a.opt.device = mopt.backend && std::string(mopt.backend->name) == "cuda" ? "cuda" : "cpu";
   a.opt.device_detail = describe_backend(mopt.backend ? *mopt.backend : cpu_backend());
@@ -169,7 +175,56 @@ int run_serve(ServeArgs& a) {
   plan_batch_passes(mopt, a.opt.parallel, a.opt.draft.max_tokens, a.opt.prefill_chunk_tokens);
   say(log_json, "--parallel %d: up to %d sequences decoded together%s", a.opt.parallel, a.opt.parallel,
       a.parallel > 0 ? "" : " (the default for this budget)");
+  return mopt;
+}
 
+// The signal thread's loop until `done`: the first SIGINT/SIGTERM stops the
+// server (a running generation gets the grace period), the second signal or
+// the grace's end cancels the running generation.
+void watch_stop_signals(const sigset_t& stop_signals, serve::Server& server, const std::atomic<bool>& done,
+                        double shutdown_grace, bool log_json) {
+  using Clock = std::chrono::steady_clock;
+  const timespec tick{0, 100 * 1000 * 1000};
+  int stage = 0;  // 0 serving, 1 stopping (grace), 2 cancelled
+  Clock::time_point deadline;
+  while (!done) {
+    int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (sig > 0 && stage == 0) {
+      say(log_json, "%s: stopping (a running generation gets %.0f s; signal again to cancel it)",
+          sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_grace);
+      server.stop();
+      stage = 1;
+      deadline = Clock::now() + std::chrono::milliseconds(int64_t(shutdown_grace * 1000));
+    } else if (stage == 1 && (sig > 0 || Clock::now() >= deadline)) {
+      if (server.running_generation()) say(log_json, "cancelling the running generation");
+      server.cancel_running();
+      stage = 2;
+    }
+  }
+}
+
+// Opens the model while the port already answers (GET /health: 503 "loading"),
+// then hands it to the server.
+std::unique_ptr<Model> load_into(serve::Server& server, const ServeArgs& a, const ModelOptions& mopt,
+                                 const text::Tokenizer& tok) {
+  const auto t0 = std::chrono::steady_clock::now();
+  server.set_loading("opening the model");
+  if (a.test_load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.test_load_delay_ms));
+  std::unique_ptr<Model> model = open_model(a.m.dir, mopt);
+  server.attach(*model, tok);
+  const MemoryPlan& p = model->plan;
+  say(a.opt.log_json,
+      "model loaded in %.1f s (budget %.0f MiB: spine %.0f of %.0f MiB resident, expert cache %.0f MiB)",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), p.budget / 1048576.0,
+      p.spine_resident_bytes / 1048576.0, p.spine_total / 1048576.0, p.expert_cache / 1048576.0);
+  return model;
+}
+
+int run_serve(ServeArgs& a) {
+  const sigset_t stop_signals = block_stop_signals();
+  apply_server_flags(a);
+  const bool log_json = a.opt.log_json;
+  const ModelOptions mopt = serve_model_options(a);
   if (a.opt.api_key.empty() && !serve::is_loopback_host(a.opt.host))
     say(log_json,
         "warning: --host %s is reachable from other machines and no API key is set: anyone who can reach it can use "
@@ -195,26 +250,7 @@ int run_serve(ServeArgs& a) {
     }
   });
   std::atomic<bool> done{false};
-  std::thread signals([&] {
-    using Clock = std::chrono::steady_clock;
-    const timespec tick{0, 100 * 1000 * 1000};
-    int stage = 0;  // 0 serving, 1 stopping (grace), 2 cancelled
-    Clock::time_point deadline;
-    while (!done) {
-      int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-      if (sig > 0 && stage == 0) {
-        say(log_json, "%s: stopping (a running generation gets %.0f s; signal again to cancel it)",
-            sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_grace);
-        server.stop();
-        stage = 1;
-        deadline = Clock::now() + std::chrono::milliseconds(int64_t(a.shutdown_grace * 1000));
-      } else if (stage == 1 && (sig > 0 || Clock::now() >= deadline)) {
-        if (server.running_generation()) say(log_json, "cancelling the running generation");
-        server.cancel_running();
-        stage = 2;
-      }
-    }
-  });
+  std::thread signals([&] { watch_stop_signals(stop_signals, server, done, a.shutdown_grace, log_json); });
   auto finish = [&] {
     server.stop();
     http.join();
@@ -222,16 +258,7 @@ int run_serve(ServeArgs& a) {
     signals.join();
   };
   try {
-    const auto t0 = std::chrono::steady_clock::now();
-    server.set_loading("opening the model");
-    if (a.test_load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.test_load_delay_ms));
-    model = open_model(a.m.dir, mopt);
-    server.attach(*model, *tok);
-    const MemoryPlan& p = model->plan;
-    say(log_json,
-        "model loaded in %.1f s (budget %.0f MiB: spine %.0f of %.0f MiB resident, expert cache %.0f MiB)",
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), p.budget / 1048576.0,
-        p.spine_resident_bytes / 1048576.0, p.spine_total / 1048576.0, p.expert_cache / 1048576.0);
+    model = load_into(server, a, mopt, *tok);
   } catch (...) {
     finish();
     throw;

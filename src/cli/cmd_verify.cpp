@@ -9,6 +9,7 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "hub/verify_install.h"
+#include "io/stripe.h"
 #include "pack/pack.h"
 
 namespace sluice::cli {
@@ -38,6 +39,20 @@ void verify_packs(const std::string& dir, VerifyResult& r) {
   }
 }
 
+// A stripe (io/stripe.h): every drive file whole and bit-exact; --repair writes bad ones again.
+void verify_stripes(const std::string& dir, bool repair, VerifyResult& r) {
+  if (!std::filesystem::exists(stripe_manifest_path(dir))) return;
+  std::vector<std::string> problems;
+  try {
+    problems = verify_stripe(open_checkpoint(dir), repair);
+  } catch (const Error& e) {
+    problems = {e.what()};
+  }
+  for (const std::string& p : problems) std::printf("PROBLEM %s\n", p.c_str());
+  if (problems.empty()) std::printf("ok      %s: every drive file holds its experts' bytes\n", stripe_manifest_path(dir).c_str());
+  r.problems += int(problems.size());
+}
+
 int run_verify(const VerifyArgs& a) {
   VerifyResult r = verify_model(a.model, a.repair, [](const VerifyLine& l) {
     const char* tag = l.level == VerifyLevel::ok ? "ok     " : l.level == VerifyLevel::note ? "note   " : "PROBLEM";
@@ -45,6 +60,7 @@ int run_verify(const VerifyArgs& a) {
     std::fflush(stdout);
   });
   verify_packs(a.model, r);
+  verify_stripes(a.model, a.repair, r);
   if (r.problems == 0)
     std::printf("verify: %s is good%s\n", a.model.c_str(),
                 r.repaired ? (" after " + std::to_string(r.repaired) + " repairs").c_str() : "");

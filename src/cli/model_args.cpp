@@ -25,9 +25,12 @@ void add_model_options(CLI::App& sub, ModelArgs& a) {
                  "Where the arithmetic runs: cpu, cuda, or auto (the GPU when this build has CUDA and one is usable)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   add_allow_unknown_option(sub, a.allow_unknown);
+  sub.add_flag("--no-stripe", a.no_stripe,
+               "Read the routed experts from the shards even when DIR/stripe.json lays them over several drives");
   sub.add_option("--vram-experts", a.vram_experts,
                  "With the GPU: VRAM for cached routed experts, e.g. 8G; 0: none, every expert uploaded per use "
                  "(default: the VRAM the spine leaves free, less a 2 GiB reserve)");
+  add_vram_options(sub, a.vram);
 }
 
 void add_allow_unknown_option(CLI::App& sub, bool& allow) {
@@ -84,11 +87,13 @@ ModelOptions model_options(const ModelArgs& a) {
   o.spine = a.spine;
   o.spine_pack = a.spine_pack;
   o.allow_unknown = a.allow_unknown;
+  o.no_stripe = a.no_stripe;
   o.on_warning = print_warning;
   o.miss_filler = stream_miss_filler(a.dir, retry_lines("experts"));  // experts over HTTP for a stream install
   if (a.threads > 0) kernels::set_num_threads(a.threads);
   o.backend = &device_backend(a.device);
   set_vram_expert_budget(a.vram_experts.empty() ? -1 : int64_t(parse_byte_size(a.vram_experts, "--vram-experts", true)));
+  apply_vram_options(a.vram, a.quiet, !a.vram_experts.empty(), o);
   if (!a.quiet) {
     // Said with the plan, once the checkpoint has opened (a bad model stays one error line).
     const int ctx = o.max_context;

@@ -7,6 +7,7 @@
 //   -t, --threads N      kernel thread pool size (default: every CPU this process may use)
 //   --spine bf16|lossless|int8   which copy of the spine to read (cli/spine_option.h)
 //   --spine-pack FILE            that copy's pack, when it is not beside the shards
+//   --no-stripe          read the experts from the shards, not the drives of DIR/stripe.json
 //   --device cpu|cuda|auto       where the arithmetic runs (kernels/device.h; default auto:
 //                                the GPU when the build has CUDA and one is usable)
 // A command adds them with one call, add_model_options(sub, args).
@@ -16,6 +17,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/vram_option.h"
 #include "k3/model.h"
 
 namespace sluice::cli {
@@ -26,9 +28,11 @@ struct ModelArgs {
   std::string spine_pack;  // --spine-pack: the pack file, empty: DIR/spine.<format>.pack
   std::string device = "auto";  // --device: cpu|cuda|auto
   std::string vram_experts;     // --vram-experts SIZE: the CUDA entry's expert tier cap, empty: default
+  VramArgs vram;                // --vram, --gpu-layers, --gpu-spill, --cpu-moe (cli/vram_option.h)
   int ctx_size = 0;  // 0: ModelOptions' default
   int threads = 0;   // 0: every CPU
   bool quiet = false;  // no load progress or memory plan on stderr
+  bool no_stripe = false;  // --no-stripe: ignore DIR/stripe.json
   bool allow_unknown = false;  // --allow-unknown: open a model with features the engine lacks, warning
 };
 

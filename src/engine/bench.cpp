@@ -2,6 +2,7 @@
 // reads with no compute: the floor that step could have reached on this disk,
 // measured seconds away from it (these disks swing 2-3x within a minute).
 #include "engine/bench.h"
+#include "engine/bench_drives.h"
 
 #include <sys/resource.h>
 
@@ -223,6 +224,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   std::vector<ExpertRead> log;
   const bool logged = m->experts->record_reads(&log);
   Replayer replayer(*m, io);
+  BenchDrives drives(*m);  // a striped model: per-drive bytes and ceilings
   std::vector<ReplayRecord> spine_passes;  // bare spine passes, before and after the steps
   if (opt.replay && !m->spine->all_resident()) spine_passes.push_back(replayer.spine_only());
   std::vector<StepRecord> steps;
@@ -259,6 +261,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     if (b.first_moe_fetch_ns > ta && b.last_fetch_end_ns > b.first_moe_fetch_ns && b.last_fetch_end_ns <= tb)
       st.boundary = double((b.first_moe_fetch_ns - ta) + (tb - b.last_fetch_end_ns)) / 1e9;
     steps.push_back(st);
+    if (i > 0) drives.add_step(log);
     // After every step (the first too: it brackets the first steady step).
     if (opt.replay) {
       replays.push_back(replayer.run(log));
@@ -269,6 +272,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   m->experts->record_reads(nullptr);
   if (opt.replay && !m->spine->all_resident()) spine_passes.push_back(replayer.spine_only());
   if (opt.probe_seconds > 0) probes.push_back(measure_read_ceiling(m->ck.shard_paths, po));
+  if (opt.probe_seconds > 0) drives.probe(po);
 
   // Steady steps: all but the first. Step i is bracketed by replays i-1 and i.
   std::vector<double> step_s, bracket_gbps, step_eff;
@@ -318,12 +322,15 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   // step's own spans with no dependency between layers (the floor of the
   // expert regime), the same with each layer's reads waited for in turn, the
   // spine stream alone, and random expert-sized reads.
-  const double ceiling = std::max({free_gbps, replay_gbps, probe_gbps, spine_pass_gbps});
+  // Striped: the sum of the drives' own ceilings, measured now.
+  const double ceiling = drives.ceiling_gbps() > 0 ? drives.ceiling_gbps()
+                                                   : std::max({free_gbps, replay_gbps, probe_gbps, spine_pass_gbps});
   const double step_median = median(step_s);
   const double bytes_pt = n > 0 ? double(total_bytes) / n : 0;
 
   nlohmann::json j;
   j["model"] = dir;
+  if (drives.striped()) j["drives"] = drives.json(int(n), total_s);
   j["ram_budget"] = m->plan.budget;
   j["spine_resident"] = m->plan.spine_resident;
   j["spine_bytes"] = {{"total", m->plan.spine_total},
@@ -445,7 +452,8 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   j["replay_covers_experts"] = logged;
   j["probe_random_gbps"] = probe_gbps;
   j["ceiling_gbps"] = ceiling;
-  j["ceiling_source"] = ceiling == free_gbps      ? "free_replay"
+  j["ceiling_source"] = drives.ceiling_gbps() > 0 ? "drives"
+                        : ceiling == free_gbps      ? "free_replay"
                         : ceiling == replay_gbps  ? "replay"
                         : ceiling == spine_pass_gbps ? "spine_pass"
                                                      : "probe";
@@ -512,6 +520,11 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
                 {"mla_cache_hits", d.mla_cache_hits},
                 {"mla_cache_uploaded_bytes", d.mla_cache_uploaded_bytes},
                 {"state_vram_bytes", d.state_bytes},
+                {"vram_used_bytes", d.vram_used},
+                {"vram_peak_bytes", d.vram_peak},
+                {"vram_total_bytes", d.vram_total},
+                {"cpu_spill_calls", d.cpu_spill_calls},
+                {"cpu_spill_bytes", d.cpu_spill_bytes},
                 {"h2d_bytes_per_token", n > 0 ? h2d / n : 0.0},
                 {"hbm_weight_bytes_per_token", n > 0 ? hbm / n : 0.0},
                 {"tier_hits_per_token", n > 0 ? hits / n : 0.0},

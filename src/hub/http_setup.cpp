@@ -440,30 +440,11 @@ bool setup_selects(const SetupOptions& opt, const std::string& name) {
   return (opt.include.empty() || any(opt.include)) && !any(opt.exclude);
 }
 
-SetupResult run_setup(const SetupOptions& opt, const std::function<void(const SetupProgress&)>& on_progress) {
-  check_repo_id(opt.source.repo);
-  if (opt.dest.empty()) fail("--dest", "is empty");
-  if (opt.jobs < 1 || opt.jobs > 64) fail("--jobs", "must be 1..64");
-  const auto t0 = std::chrono::steady_clock::now();
-  Setup s(opt);
-  make_dirs(opt.dest);
+namespace {
 
-  // The file list.
-  HttpClient api(opt.http);
-  const std::string api_url = hub_api_url(opt.source);
-  s.rev = parse_hub_revision(api.get(api_url), api_url);
-  s.pin = s.rev.commit.empty() ? opt.source.revision : s.rev.commit;
-
-  read_setup_manifest(opt.dest, &s.manifest);
-  s.manifest.hub = opt.source.hub;
-  s.manifest.repo = opt.source.repo;
-  s.manifest.revision = opt.source.revision;
-  s.manifest.commit = s.rev.commit;
-  s.manifest.mode = opt.mode == SetupMode::full ? "full" : "stream";
-  s.manifest.planned.clear();
-
-  SetupResult result;
-  result.commit = s.rev.commit;
+// Which files of the revision this setup installs (--include/--exclude, the
+// mode), which are already in place (skipped), and the bytes each will hold.
+void plan_items(Setup& s, const SetupOptions& opt, SetupResult& result) {
   for (const HubFile& f : s.rev.files) {
     if (!setup_selects(opt, f.name)) continue;
     Item it;
@@ -498,30 +479,11 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
     s.items.push_back(std::move(it));
   }
 
-  auto tick = [&](bool final) {
-    if (!on_progress) return;
-    SetupProgress p;
-    p.total_bytes = s.total_bytes;
-    p.done_bytes = s.done_bytes;
-    p.fetched_bytes = s.fetched_bytes;
-    p.files_total = int(s.items.size());
-    p.files_done = s.files_done;
-    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    p.final = final;
-    on_progress(p);
-  };
+}
 
-  // Stream shards: headers first, to know the spine.
-  std::vector<size_t> headers;
-  for (size_t i = 0; i < s.items.size(); i++)
-    if (s.items[i].stream && !s.items[i].skip) headers.push_back(i);
-  uint64_t body_bytes = 0;
-  std::vector<std::string> errors =
-      run_pool(headers, opt.jobs, opt.http, [&](size_t i, HttpClient& c) { prepare_stream(s, c, s.items[i]); },
-               [&] { tick(false); }, &body_bytes);
-  if (!errors.empty()) fail_with(opt.dest, errors);
-
-  // What is left to fetch, against the free space.
+// The files left to fetch, largest first, after checking the free space for
+// them (what partial files already hold counts as fetched).
+std::vector<size_t> plan_fetches(const Setup& s, const SetupOptions& opt) {
   uint64_t need = 0;
   std::vector<size_t> todo;
   for (size_t i = 0; i < s.items.size(); i++) {
@@ -540,38 +502,14 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
       fail(opt.dest, "not enough free space: this setup needs " + human(need) + " more, the file system has " +
                          human(avail) + " available (free some space, or pass --skip-space-check to try anyway)");
   }
-  {
-    std::lock_guard<std::mutex> lock(s.manifest_mu);
-    write_setup_manifest(opt.dest, s.manifest);
-  }
   std::sort(todo.begin(), todo.end(),
             [&](size_t a, size_t b) { return s.items[a].final_bytes > s.items[b].final_bytes; });
+  return todo;
+}
 
-  errors = run_pool(
-      todo, opt.jobs, opt.http,
-      [&](size_t i, HttpClient& c) {
-        Item& it = s.items[i];
-        if (it.stream) fetch_stream(s, c, it);
-        else fetch_full(s, c, *it.file);
-        s.files_done++;
-      },
-      [&] { tick(false); }, &body_bytes);
-  result.files_fetched = int(todo.size() - errors.size());
-  result.bytes_fetched = body_bytes + api.counters().body_bytes;
-  tick(true);
-  ::rmdir((opt.dest + "/" + kPartialDirName).c_str());  // only if empty
-  if (!errors.empty()) fail_with(opt.dest, errors);
-
-  // Finish: the model directory must open, and say where experts come from.
-  Checkpoint ck;
-  try {
-    ck = open_checkpoint(opt.dest, {.allow_unknown = opt.allow_unknown});
-  } catch (const Error& e) {
-    // A full install of selected files (--include/--exclude) need not be a whole checkpoint.
-    const bool selected = !opt.include.empty() || !opt.exclude.empty();
-    if (selected && opt.mode == SetupMode::full) return result;
-    fail(opt.dest, std::string("the files are installed, but they are not a checkpoint sluice can open: ") + e.what());
-  }
+// The end of an install: a stream install writes its stream manifest (and
+// drops cached spans of shards that changed); a full one removes both.
+void finish_install(const Setup& s, const SetupOptions& opt, const Checkpoint& ck, SetupResult& result) {
   if (opt.mode == SetupMode::stream) {
     StreamManifest sm;
     sm.hub = opt.source.hub;
@@ -613,6 +551,90 @@ SetupResult run_setup(const SetupOptions& opt, const std::function<void(const Se
     }
     remove_span_cache(opt.dest + "/" + kSpanCacheDirName);
   }
+}
+
+}  // namespace
+
+SetupResult run_setup(const SetupOptions& opt, const std::function<void(const SetupProgress&)>& on_progress) {
+  check_repo_id(opt.source.repo);
+  if (opt.dest.empty()) fail("--dest", "is empty");
+  if (opt.jobs < 1 || opt.jobs > 64) fail("--jobs", "must be 1..64");
+  const auto t0 = std::chrono::steady_clock::now();
+  Setup s(opt);
+  make_dirs(opt.dest);
+
+  // The file list.
+  HttpClient api(opt.http);
+  const std::string api_url = hub_api_url(opt.source);
+  s.rev = parse_hub_revision(api.get(api_url), api_url);
+  s.pin = s.rev.commit.empty() ? opt.source.revision : s.rev.commit;
+
+  read_setup_manifest(opt.dest, &s.manifest);
+  s.manifest.hub = opt.source.hub;
+  s.manifest.repo = opt.source.repo;
+  s.manifest.revision = opt.source.revision;
+  s.manifest.commit = s.rev.commit;
+  s.manifest.mode = opt.mode == SetupMode::full ? "full" : "stream";
+  s.manifest.planned.clear();
+
+  SetupResult result;
+  result.commit = s.rev.commit;
+  plan_items(s, opt, result);
+  auto tick = [&](bool final) {
+    if (!on_progress) return;
+    SetupProgress p;
+    p.total_bytes = s.total_bytes;
+    p.done_bytes = s.done_bytes;
+    p.fetched_bytes = s.fetched_bytes;
+    p.files_total = int(s.items.size());
+    p.files_done = s.files_done;
+    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    p.final = final;
+    on_progress(p);
+  };
+
+  // Stream shards: headers first, to know the spine.
+  std::vector<size_t> headers;
+  for (size_t i = 0; i < s.items.size(); i++)
+    if (s.items[i].stream && !s.items[i].skip) headers.push_back(i);
+  uint64_t body_bytes = 0;
+  std::vector<std::string> errors =
+      run_pool(headers, opt.jobs, opt.http, [&](size_t i, HttpClient& c) { prepare_stream(s, c, s.items[i]); },
+               [&] { tick(false); }, &body_bytes);
+  if (!errors.empty()) fail_with(opt.dest, errors);
+
+  const std::vector<size_t> todo = plan_fetches(s, opt);
+  {
+    std::lock_guard<std::mutex> lock(s.manifest_mu);
+    write_setup_manifest(opt.dest, s.manifest);
+  }
+
+  errors = run_pool(
+      todo, opt.jobs, opt.http,
+      [&](size_t i, HttpClient& c) {
+        Item& it = s.items[i];
+        if (it.stream) fetch_stream(s, c, it);
+        else fetch_full(s, c, *it.file);
+        s.files_done++;
+      },
+      [&] { tick(false); }, &body_bytes);
+  result.files_fetched = int(todo.size() - errors.size());
+  result.bytes_fetched = body_bytes + api.counters().body_bytes;
+  tick(true);
+  ::rmdir((opt.dest + "/" + kPartialDirName).c_str());  // only if empty
+  if (!errors.empty()) fail_with(opt.dest, errors);
+
+  // Finish: the model directory must open, and say where experts come from.
+  Checkpoint ck;
+  try {
+    ck = open_checkpoint(opt.dest, {.allow_unknown = opt.allow_unknown});
+  } catch (const Error& e) {
+    // A full install of selected files (--include/--exclude) need not be a whole checkpoint.
+    const bool selected = !opt.include.empty() || !opt.exclude.empty();
+    if (selected && opt.mode == SetupMode::full) return result;
+    fail(opt.dest, std::string("the files are installed, but they are not a checkpoint sluice can open: ") + e.what());
+  }
+  finish_install(s, opt, ck, result);
   return result;
 }
 

@@ -58,19 +58,35 @@ int save_depth_profile(const std::string& path, const std::string& device, const
   return qd;
 }
 
-int saved_queue_depth(const std::string& file, const std::string& path) {
-  if (path.empty()) return 0;
+namespace {
+// The saved entry of the device holding `file`, or null.
+nlohmann::json saved_entry(const std::string& file, const std::string& path) {
+  if (path.empty()) return nullptr;
   const std::string dev = device_of(file);
-  if (dev.empty()) return 0;
+  if (dev.empty()) return nullptr;
   const nlohmann::json j = read_cache_json(path);
   const auto devs = j.find("devices");
-  if (devs == j.end() || !devs->is_object()) return 0;
+  if (devs == j.end() || !devs->is_object()) return nullptr;
   const auto d = devs->find(dev);
-  if (d == devs->end() || !d->is_object()) return 0;
-  const auto q = d->find("queue_depth");
-  if (q == d->end() || !q->is_number_integer()) return 0;
+  if (d == devs->end() || !d->is_object()) return nullptr;
+  return *d;
+}
+}  // namespace
+
+int saved_queue_depth(const std::string& file, const std::string& path) {
+  const nlohmann::json d = saved_entry(file, path);
+  if (!d.is_object()) return 0;
+  const auto q = d.find("queue_depth");
+  if (q == d.end() || !q->is_number_integer()) return 0;
   const int qd = q->get<int>();
   return qd >= 1 && qd <= 1024 ? qd : 0;
+}
+
+double saved_gbps(const std::string& file, const std::string& path) {
+  const nlohmann::json d = saved_entry(file, path);
+  if (!d.is_object()) return 0;
+  const auto g = d.find("gbps");
+  return g != d.end() && g->is_number() && g->get<double>() > 0 ? g->get<double>() : 0;
 }
 
 }  // namespace sluice

@@ -46,4 +46,8 @@ int save_depth_profile(const std::string& path, const std::string& device, const
 // the profile is unreadable: a bad profile never stops a model from opening).
 int saved_queue_depth(const std::string& file, const std::string& path = depth_profile_path());
 
+// The saved O_DIRECT rate (GB/s at the chosen depth) of the device holding
+// `file`, or 0 when none is saved (`sluice stripe` weighs drives by it).
+double saved_gbps(const std::string& file, const std::string& path = depth_profile_path());
+
 }  // namespace sluice

@@ -59,6 +59,17 @@ const char* const kK3ConfigJson = R"json({
 
 ModelConfig k3_config() { return parse_model_config(nlohmann::json::parse(kK3ConfigJson), "Kimi K3 preset config"); }
 
+ModelConfig k31_config() {
+  nlohmann::json doc = nlohmann::json::parse(kK3ConfigJson);
+  doc["architectures"] = {"KimiK31ForConditionalGeneration"};
+  nlohmann::json& text = doc["text_config"];
+  text["dsa_config"] = {{"index_n_heads", 32},
+                        {"index_head_dim", 128},
+                        {"index_topk", 2048},
+                        {"dsa_layers", text["linear_attn_config"]["full_attn_layers"]}};
+  return parse_model_config(doc, "Kimi K3.1 Pro preset config");
+}
+
 Checkpoint layout_checkpoint(const ModelConfig& config, const std::string& name) {
   Checkpoint ck;
   ck.dir = name;

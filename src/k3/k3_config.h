@@ -15,6 +15,11 @@ extern const char* const kK3ConfigJson;
 // K3's config, parsed (throws only if the constant is broken: a test checks it).
 ModelConfig k3_config();
 
+// Kimi K3.1 Pro's config (docs/k31-spec.md §1.1): K3's with the canonical
+// `dsa_config` (32 heads x 128, top-k 2048, every full-attention layer) and
+// its architecture name; `sluice plan --preset k31`.
+ModelConfig k31_config();
+
 // A layout-only checkpoint (k3/weights.h: no shards) of `config`, named `name`
 // in messages.
 Checkpoint layout_checkpoint(const ModelConfig& config, const std::string& name);

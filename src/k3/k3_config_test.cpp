@@ -48,6 +48,25 @@ TEST(K3Config, LayoutOnlySpineHoldsTheSpecsParameters) {
   EXPECT_THROW(s.start(std::vector<bool>(size_t(s.piece_count()), true), 0, {}), Error);
 }
 
+// docs/k31-spec.md §2.2: K3.1 Pro's spine is K3's plus 24 indexers of
+// 7,438,464 matrix parameters less the 128 of k_norm (a vector), and its cache
+// 12,288 bytes more per position (§5.1).
+TEST(K3Config, K31AddsTheIndexersToTheSpineAndTheCache) {
+  const ModelConfig c = k31_config();
+  ASSERT_TRUE(c.dsa);
+  EXPECT_EQ(c.dsa_layer_count(), 24);
+  EXPECT_EQ(c.dsa_topk, 2048);
+  EXPECT_EQ(c.cache_bytes_per_position(), k3_config().cache_bytes_per_position() + 12288);
+  auto params = [](const ModelConfig& cfg) {
+    const Checkpoint ck = layout_checkpoint(cfg, "x");
+    const Spine spine(ck, 64ull << 20);
+    uint64_t n = 0;
+    for (const PackSource& m : spine.matrix_sources()) n += uint64_t(m.rows) * uint64_t(m.cols);
+    return n;
+  };
+  EXPECT_EQ(params(c) - params(k3_config()), 24ull * (7438464 - 128));
+}
+
 TEST(K3Config, PlanWithoutWeights) {
   const Checkpoint ck = layout_checkpoint(k3_config(), "Kimi K3");
   const Spine spine(ck, 64ull << 20);

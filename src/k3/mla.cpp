@@ -6,6 +6,7 @@
 // the raw k_pe for every position.
 #include <vector>
 
+#include "k3/dsa.h"
 #include "k3/layers.h"
 
 namespace sluice {
@@ -33,6 +34,8 @@ void mla_forward_rows(const ModelConfig& c, Spine& sp, const MlaWeights& w, std:
   sp.matmul(w.q_b, cq.data(), T, q.data());
   sp.matmul(w.kv_a, x, T, ckv.data());
   sp.matmul(w.g, x, T, gate.data());
+  const bool sparse = has_indexer(w);  // K3.1 Pro (k3/dsa.h)
+  const DsaRows idx = sparse ? dsa_project(c, sp, w, x, cq.data(), T) : DsaRows{};
 
   const Bf16Ref kv_b = sp.whole(w.kv_b);
   const MlaDims d{NH, NOPE, ROPE, VD, KVL};
@@ -49,6 +52,11 @@ void mla_forward_rows(const ModelConfig& c, Spine& sp, const MlaWeights& w, std:
     for (int t = 0; t < Ts; t++)
       for (int i = 0; i < ROPE; i++) dst[size_t(t) * KVW + KVL + i] = src[size_t(t) * KVW + KVL + i];
     cache.len = base + Ts;
+    if (sparse) {
+      dsa_attend(c, be, idx, row0, Ts, cache, d, kv_b, q.data() + row0 * NH * QH, gate.data() + row0 * NH * VD,
+                 att.data() + row0 * NH * VD);
+      continue;
+    }
     StateStamp stamp{cache.stamp};
     be.mla_attend(d, kv_b, cache.kv.data(), base, Ts, q.data() + row0 * NH * QH, gate.data() + row0 * NH * VD,
                   att.data() + row0 * NH * VD, &stamp);

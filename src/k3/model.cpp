@@ -25,6 +25,7 @@
 #include "k3/layers.h"
 #include "io/depth_profile.h"
 #include "io/span_reader.h"
+#include "io/stripe.h"
 
 namespace sluice {
 
@@ -61,9 +62,13 @@ uint64_t working_bytes(const ModelConfig& c, int T, int logit_rows) {
   uint64_t per_token = (6 + blocks) * H;
   // The largest sub-block's own buffers (k3/kda.cpp, mla.cpp, moe.cpp), per token.
   const uint64_t kda = 8ull * uint64_t(c.kda_dim()) + uint64_t(c.kda_num_heads);
+  // K3.1 Pro's indexer (k3/dsa.cpp): queries, head weights, keys and the top-k
+  // list per token; a query's score row is scratch of the context's length.
+  const uint64_t dsa =
+      c.dsa ? uint64_t(c.dsa_n_heads) * (c.dsa_head_dim + 1ull) + uint64_t(c.dsa_head_dim) + uint64_t(c.dsa_topk) : 0;
   const uint64_t mla = uint64_t(c.q_lora_rank) +
                        uint64_t(c.num_attention_heads) * (c.mla_q_head_dim() + 2ull * c.v_head_dim) +
-                       uint64_t(c.kv_lora_rank + c.qk_rope_head_dim);
+                       uint64_t(c.kv_lora_rank + c.qk_rope_head_dim) + dsa;
   const uint64_t dense = 3ull * uint64_t(c.intermediate_size);
   const uint64_t moe = uint64_t(c.num_experts) + uint64_t(c.num_experts_per_token + 3) * c.routed_expert_hidden_size +
                        4ull * uint64_t(std::max(c.moe_intermediate_size, c.shared_intermediate())) + H;
@@ -125,14 +130,12 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
   for (int i = 0; i < spine.piece_count(); i++) p.spine_total += spine.piece_bytes(i);
   const uint64_t min_ring = spine.min_ring_bytes();
   // Sequence state: KDA S + conv history (fixed), MLA latent cache per position.
-  uint64_t kda = 0, mla_per_pos = 0;
-  for (int l = 0; l < c.num_hidden_layers; l++) {
+  // (K3.1 Pro: plus the indexer keys, docs/k31-spec.md §5.)
+  uint64_t kda = 0, mla_per_pos = c.cache_bytes_per_position();
+  for (int l = 0; l < c.num_hidden_layers; l++)
     if (c.is_kda_layer(l))
       kda += (uint64_t(c.kda_num_heads) * c.kda_head_dim * c.kda_head_dim +
               3ull * uint64_t(std::max(c.kda_conv_kernel - 1, 0)) * c.kda_dim()) * sizeof(float);
-    else
-      mla_per_pos += uint64_t(c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
-  }
   const uint64_t copies = 1 + uint64_t(std::max(opt.saved_states, 0));
   kda *= copies;
   mla_per_pos *= copies;
@@ -214,10 +217,15 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine, opt.spine_pack), m->backend);
   m->plan = plan_memory(m->ck, *m->spine, opt);
   if (opt.on_plan) opt.on_plan(m->plan);
+  if (opt.on_placement) opt.on_placement(m->ck, *m->spine, m->plan);
   m->queue_depth = opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(dir);
   m->reader_depth = reader_queue_depth(m->queue_depth, !m->plan.spine_resident);
   SpanReaderOptions io;
   io.queue_depth = m->reader_depth;
+  // After the spine pack's binding check (the stripe's files join the shard list).
+  if (!opt.no_stripe)
+    for (const std::string& w : apply_stripe(m->ck).warnings)
+      if (opt.on_warning) opt.on_warning(w);
   std::unique_ptr<ExpertSource> filler = opt.miss_filler ? opt.miss_filler(m->ck) : nullptr;
   if (!filler && (opt.pread_experts || m->ck.config.num_experts == 0)) {
     m->experts = make_pread_expert_source(m->ck);
@@ -503,8 +511,10 @@ void rollback(Model& m, SequenceState& st, ChunkUndo& undo, int keep) {
       } else {
         MlaLayerCache& mc = st.mla[size_t(l)];
         const size_t width = mc.len ? mc.kv.size() / size_t(mc.len) : 0;
+        const size_t idx_width = mc.len ? mc.idx.size() / size_t(mc.len) : 0;  // 0 without an indexer
         mc.len -= drop;
         mc.kv.resize(size_t(mc.len) * width);
+        mc.idx.resize(size_t(mc.len) * idx_width);
       }
     }
     st.pos = undo.pos0 + keep;

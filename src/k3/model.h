@@ -54,6 +54,8 @@ struct ModelOptions {
   // folder that cannot be written to): it must hold the format `spine` names
   // (lossless when empty) and be bound to this checkpoint, like any pack.
   std::string spine_pack;
+  // Ignore DIR/stripe.json (io/stripe.h): read every expert from the shards.
+  bool no_stripe = false;
   // whole_process: the whole process lives within ram_budget (the CLI's
   // contract). The plan first sets aside the process's resident memory when it
   // is made (code, libraries, heap: its baseline), the forward pass's working
@@ -74,6 +76,8 @@ struct ModelOptions {
   // Reports while the model opens (either may be empty): the memory plan once
   // it is made, then the resident spine's bytes read so far (done, total).
   std::function<void(const MemoryPlan&)> on_plan;
+  // Called after on_plan with what the VRAM placement needs (cli/vram_option.h).
+  std::function<void(const Checkpoint&, const Spine&, const MemoryPlan&)> on_placement;
   std::function<void(uint64_t done, uint64_t total)> load_progress;
   // Open a model whose config keys or tensors the engine does not implement
   // (checkpoint/checkpoint.h): each is passed to on_warning instead of refused.

@@ -26,6 +26,7 @@ void SequenceState::reset() {
   }
   for (auto& m : mla) {
     m.kv.clear();
+    m.idx.clear();
     m.len = 0;
     m.stamp = 0;
   }
@@ -34,7 +35,7 @@ void SequenceState::reset() {
 uint64_t SequenceState::bytes() const {
   uint64_t b = 0;
   for (const auto& k : kda) b += (k.S.size() + k.conv.size()) * sizeof(float);
-  for (const auto& m : mla) b += m.kv.size() * sizeof(float);
+  for (const auto& m : mla) b += (m.kv.size() + m.idx.size()) * sizeof(float);
   return b;
 }
 

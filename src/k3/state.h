@@ -2,7 +2,8 @@
 //
 // Only two things cross positions in K3 (spec §3.8, §5): each KDA layer's
 // recurrent state S and short-conv history, and each MLA layer's latent cache
-// (c' after kv_a_layernorm, and the raw k_pe, per position). AttnRes state is
+// (c' after kv_a_layernorm, and the raw k_pe, per position; K3.1 Pro adds the
+// indexer keys, docs/k31-spec.md §5). AttnRes state is
 // rebuilt per position and never stored. A SequenceState is a plain value:
 // copying it is a snapshot, assigning it back is a rollback.
 #pragma once
@@ -23,6 +24,11 @@ struct KdaLayerState {
 
 struct MlaLayerCache {
   std::vector<float> kv;  // [len][kv_lora + rope]: c' then k_pe, FP32
+  // K3.1 Pro's indexer key cache (docs/k31-spec.md §5): [len][index_head_dim]
+  // keys after the LayerNorm, FP32; empty on a layer without an indexer. It
+  // lives beside kv so that every copy (snapshot) and cut (rollback) of the
+  // cache carries it; its rows always match kv's.
+  std::vector<float> idx;
   int64_t len = 0;
   // Names kv's bits for a device copy (kernels/backend.h: StateStamp); 0:
   // none. Cutting the cache back keeps it; rewriting rows on the host sets 0.

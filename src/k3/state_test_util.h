@@ -26,6 +26,7 @@ inline void expect_same_state(const SequenceState& a, const SequenceState& b) {
   for (size_t l = 0; l < a.mla.size(); l++) {
     ASSERT_EQ(a.mla[l].len, b.mla[l].len);
     EXPECT_TRUE(same_bits(a.mla[l].kv, b.mla[l].kv)) << "kv " << l;
+    EXPECT_TRUE(same_bits(a.mla[l].idx, b.mla[l].idx)) << "idx " << l;
   }
 }
 

@@ -95,6 +95,18 @@ struct Binder {
 
 };
 
+// docs/k31-spec.md §2.1: the three matrices BF16 (required), the key norm's
+// gain required and its shift optional (zeros when absent).
+void bind_indexer(Binder& b, const ModelConfig& c, MlaWeights& m) {
+  const int64_t H = c.hidden_size, NI = c.dsa_n_heads, DI = c.dsa_head_dim;
+  b.matrix("self_attn.indexer.wq_b.weight", NI * DI, c.q_lora_rank, &m.idx_q_b);
+  b.matrix("self_attn.indexer.wk.weight", DI, H, &m.idx_k);
+  b.matrix("self_attn.indexer.weights_proj.weight", NI, H, &m.idx_w);
+  m.idx_k_norm_w = b.vec("self_attn.indexer.k_norm.weight", DI);
+  const bool has_bias = !layout_only(b.ck) && b.ck.find(b.prefix + "self_attn.indexer.k_norm.bias");
+  m.idx_k_norm_b = has_bias ? b.vec("self_attn.indexer.k_norm.bias", DI) : std::vector<float>(size_t(DI), 0.0f);
+}
+
 void bind_attention(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
   const int64_t H = c.hidden_size;
   w.input_norm = b.vec("input_layernorm.weight", H);
@@ -130,6 +142,7 @@ void bind_attention(Binder& b, const ModelConfig& c, int l, LayerWeights& w) {
     b.matrix("self_attn.g_proj.weight", NH * c.v_head_dim, H, &m.g);
     b.matrix("self_attn.kv_b_proj.weight", NH * KVB, c.kv_lora_rank, &m.kv_b, Binder::Indexed);  // per-head slices
     b.matrix("self_attn.o_proj.weight", H, NH * c.v_head_dim, &m.o);
+    if (c.is_dsa_layer(l)) bind_indexer(b, c, m);
   }
 
 }

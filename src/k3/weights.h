@@ -43,7 +43,12 @@ struct MlaWeights {
                                            // kv_a: [kv_lora+rope, H]; kv_b: [NH*(nope+v), kv_lora];
                                            // g: [NH*v, H]; o: [H, NH*v]
   std::vector<float> q_a_norm, kv_a_norm;
-  std::vector<Bf16Matrix*> use_order() { return {&q_a, &q_b, &kv_a, &g, &kv_b, &o}; }
+  // K3.1 Pro's lightning indexer (docs/k31-spec.md §2.1), DSA layers only (else
+  // empty): idx_q_b [NI*DI, q_lora], idx_k [DI, H], idx_w [NI, H]; the key
+  // LayerNorm's gain and shift [DI] (shift zeros when the checkpoint has none).
+  Bf16Matrix idx_q_b, idx_k, idx_w;
+  std::vector<float> idx_k_norm_w, idx_k_norm_b;
+  std::vector<Bf16Matrix*> use_order() { return {&q_a, &q_b, &kv_a, &g, &idx_q_b, &idx_k, &idx_w, &kv_b, &o}; }
 };
 
 struct DenseWeights {

@@ -1,7 +1,8 @@
 // The CPU entries of the op table (kernels/backend.h): `scalar` (kernels/ref.h
-// and the model-level loops below, which are the definitions) and `avx2` (the
-// matrix products of kernels/fast_avx2.cpp; every other op is the scalar one,
-// so those stay bitwise equal across entries).
+// and the model-level loops below, which are the definitions), `avx2` (the
+// matrix products of kernels/fast_avx2.cpp) and `avx512` (those of
+// kernels/fast_avx512.cpp, the same bits); every other op is the scalar one,
+// so those stay bitwise equal across entries.
 //
 // The model-level loops were k3/'s inline code (kda.cpp, mla.cpp, moe.cpp,
 // attn_res.cpp, model.cpp) and keep its exact operation order: logits did not
@@ -16,8 +17,10 @@
 #include <numeric>
 
 #include "base/numeric.h"
+#include "kernels/dsa.h"
 #include "kernels/fast.h"
 #include "kernels/fast_avx2.h"
+#include "kernels/fast_avx512.h"
 #include "kernels/kda_parts.h"
 #include "kernels/ref.h"
 #include "kernels/threads.h"
@@ -41,44 +44,28 @@ float* scratch(int slot, size_t n) {
 
 // ---- matrix products -------------------------------------------------------
 
-void scalar_matvec_bf16(const Bf16Ref& W, const float* x, float* y) { ref::matvec_bf16(W.w, W.rows, W.cols, x, y); }
-void scalar_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
-  ref::matmul_bf16(W.w, W.rows, W.cols, X, n, Y);
+// A products.h function as a table op: the adapters every CPU entry's
+// products go through (Product: ref::, fast::avx2:: or fast::avx512::).
+template <void (*Product)(const uint16_t*, int, int, const float*, float*)>
+void bf16_matvec(const Bf16Ref& W, const float* x, float* y) { Product(W.w, W.rows, W.cols, x, y); }
+template <void (*Product)(const uint16_t*, int, int, const float*, int, float*)>
+void bf16_matmul(const Bf16Ref& W, const float* X, int n, float* Y) { Product(W.w, W.rows, W.cols, X, n, Y); }
+template <void (*Product)(const uint8_t*, const uint8_t*, int, int, const float*, float*)>
+void mxfp4_matvec(const Mxfp4Ref& W, const float* x, float* y) { Product(W.packed, W.scale, W.rows, W.cols, x, y); }
+template <void (*Product)(const uint8_t*, const uint8_t*, int, int, const float*, int, float*)>
+void mxfp4_matmul(const Mxfp4Ref& W, const float* X, int n, float* Y) {
+  Product(W.packed, W.scale, W.rows, W.cols, X, n, Y);
 }
-void scalar_matvec_mxfp4(const Mxfp4Ref& W, const float* x, float* y) {
-  ref::matvec_mxfp4(W.packed, W.scale, W.rows, W.cols, x, y);
-}
-void scalar_matmul_mxfp4(const Mxfp4Ref& W, const float* X, int n, float* Y) {
-  ref::matmul_mxfp4(W.packed, W.scale, W.rows, W.cols, X, n, Y);
-}
-
-void scalar_matvec_int8(const Int8Ref& W, const float* x, float* y) { ref::matvec_int8(W.w, W.rows, W.cols, x, y); }
-void scalar_matmul_int8(const Int8Ref& W, const float* X, int n, float* Y) {
-  ref::matmul_int8(W.w, W.rows, W.cols, X, n, Y);
-}
+template <void (*Product)(const uint8_t*, int, int, const float*, float*)>
+void int8_matvec(const Int8Ref& W, const float* x, float* y) { Product(W.w, W.rows, W.cols, x, y); }
+template <void (*Product)(const uint8_t*, int, int, const float*, int, float*)>
+void int8_matmul(const Int8Ref& W, const float* X, int n, float* Y) { Product(W.w, W.rows, W.cols, X, n, Y); }
 
 template <void (*Matmul)(const Mxfp4Ref&, const float*, int, float*)>
 void grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
   for (int i = 0; i < ntasks; i++)
     if (tasks[i].n > 0) Matmul(tasks[i].W, tasks[i].X, tasks[i].n, tasks[i].Y);
 }
-
-#if defined(__x86_64__)
-void avx2_matvec_bf16(const Bf16Ref& W, const float* x, float* y) { fast::x86::matvec_bf16(W.w, W.rows, W.cols, x, y); }
-void avx2_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
-  fast::x86::matmul_bf16(W.w, W.rows, W.cols, X, n, Y);
-}
-void avx2_matvec_mxfp4(const Mxfp4Ref& W, const float* x, float* y) {
-  fast::x86::matvec_mxfp4(W.packed, W.scale, W.rows, W.cols, x, y);
-}
-void avx2_matmul_mxfp4(const Mxfp4Ref& W, const float* X, int n, float* Y) {
-  fast::x86::matmul_mxfp4(W.packed, W.scale, W.rows, W.cols, X, n, Y);
-}
-void avx2_matvec_int8(const Int8Ref& W, const float* x, float* y) { fast::avx2::matvec_int8(W.w, W.rows, W.cols, x, y); }
-void avx2_matmul_int8(const Int8Ref& W, const float* X, int n, float* Y) {
-  fast::avx2::matmul_int8(W.w, W.rows, W.cols, X, n, Y);
-}
-#endif
 
 // ---- row ops ---------------------------------------------------------------
 
@@ -219,6 +206,52 @@ void kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, float*
   if (stamp) stamp->to = 0;  // no copy kept
 }
 
+// ---- K3.1 Pro's indexer (docs/k31-spec.md §3.1-3.2) ------------------------
+
+void dsa_layernorm_rows(const float* X, size_t ldx, F32Ref w, F32Ref b, int n, int width, float eps, float* Y,
+                        size_t ldy) {
+  for (int t = 0; t < n; t++) {
+    const float* x = X + size_t(t) * ldx;
+    float* y = Y + size_t(t) * ldy;
+    float mean = 0.0f;
+    for (int j = 0; j < width; j++) mean += x[j];
+    mean /= float(width);
+    float var = 0.0f;
+    for (int j = 0; j < width; j++) var += (x[j] - mean) * (x[j] - mean);
+    var /= float(width);
+    const float inv = 1.0f / std::sqrt(var + eps);
+    for (int j = 0; j < width; j++) y[j] = (x[j] - mean) * inv * w.v[j] + b.v[j];
+  }
+}
+
+
+// Per query: its score row, then its top-k. Threaded: the score row in blocks
+// of positions over the kernel pool (each score is one lane's loop: the same bits).
+template <void (*Scores)(const float*, const float*, const float*, int, int, int64_t, float*), bool Threaded>
+void dsa_select(const DsaDims& d, const float* qi, const float* w, const float* keys, int64_t base, int T, int* sel,
+                int* nsel) {
+  constexpr int64_t kBlock = 256;
+  for (int t = 0; t < T; t++) {
+    const int64_t n = base + t + 1;
+    const float* q = qi + size_t(t) * size_t(d.heads) * size_t(d.dim);
+    const float* wt = w + size_t(t) * size_t(d.heads);
+    float* score = scratch(0, size_t(n));
+    if (n > int64_t(d.topk)) {  // else every position is selected, no score needed
+      auto block = [&](int64_t b0, int64_t b1) {
+        const int64_t s0 = b0 * kBlock, s1 = std::min(n, b1 * kBlock);
+        Scores(q, wt, keys + size_t(s0) * size_t(d.dim), d.heads, d.dim, s1 - s0, score + s0);
+      };
+      if (Threaded)
+        kernels::parallel_for((n + kBlock - 1) / kBlock, block);
+      else
+        block(0, (n + kBlock - 1) / kBlock);
+    }
+    thread_local std::vector<int> order;
+    if (order.size() < size_t(n)) order.resize(size_t(n));
+    nsel[t] = dsa::select_topk(score, n, d.topk, order.data(), sel + size_t(t) * size_t(d.topk));
+  }
+}
+
 // A shard's tensors need not be 2-byte aligned (a header of odd length is
 // valid safetensors), so kv_b's elements are loaded bytewise.
 inline float bf16_at(const uint16_t* p) {
@@ -229,15 +262,18 @@ inline float bf16_at(const uint16_t* p) {
 
 // Threaded: the heads split over the kernel pool (a head is one thread's, in
 // the same order; Matvec nested in a pool job runs inline: the same bits).
+// sel null: dense (position t attends to 0..base+t); else t attends to the
+// nsel[t] ascending positions at sel + t·ldsel (K3.1 Pro, the skip form).
 template <void (*Matvec)(const Bf16Ref&, const float*, float*), bool Threaded>
-void mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
-                const float* gate, float* att, StateStamp* stamp) {
+void mla_attend_over(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
+                     const float* gate, const int* sel, const int* nsel, int ldsel, float* att, StateStamp* stamp) {
   if (stamp) stamp->to = 0;  // no copy kept
   const int NH = d.heads, NOPE = d.nope, ROPE = d.rope, VD = d.v_dim, KVL = d.kv_lora;
   const int QH = NOPE + ROPE, KVW = KVL + ROPE, KVB = NOPE + VD;
   const float scale = 1.0f / std::sqrt(float(QH));
   for (int ts = 0; ts < T; ts++) {
-    const int64_t n = base + ts + 1;  // causal: positions 0..base+ts
+    const int64_t n = sel ? nsel[ts] : base + ts + 1;  // causal: positions 0..base+ts, or the selection
+    const int* pick = sel ? sel + size_t(ts) * size_t(ldsel) : nullptr;
     auto heads = [&](int64_t h0, int64_t h1) {
       float* qhat = scratch(0, size_t(KVL));  // this thread's
       float* chat = scratch(1, size_t(KVL));
@@ -252,18 +288,18 @@ void mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64
           const uint16_t* row = Kh + size_t(i) * KVL;
           for (int j = 0; j < KVL; j++) qhat[j] += bf16_at(row + j) * qi;
         }
-        for (int64_t tau = 0; tau < n; tau++) {
-          const float* kv = cache + size_t(tau) * KVW;
+        for (int64_t i = 0; i < n; i++) {
+          const float* kv = cache + size_t(pick ? pick[i] : i) * KVW;
           float s = 0.0f;
           for (int j = 0; j < KVL; j++) s += qhat[j] * kv[j];
           for (int i = 0; i < ROPE; i++) s += qh[NOPE + i] * kv[KVL + i];
-          score[size_t(tau)] = s * scale;
+          score[size_t(i)] = s * scale;
         }
         ref::softmax(score, int(n));
         for (int j = 0; j < KVL; j++) chat[j] = 0.0f;
-        for (int64_t tau = 0; tau < n; tau++) {
-          const float p = score[size_t(tau)];
-          const float* kv = cache + size_t(tau) * KVW;
+        for (int64_t i = 0; i < n; i++) {
+          const float p = score[size_t(i)];
+          const float* kv = cache + size_t(pick ? pick[i] : i) * KVW;
           for (int j = 0; j < KVL; j++) chat[j] += p * kv[j];
         }
         float* a = att + (size_t(ts) * NH + h) * VD;
@@ -279,17 +315,28 @@ void mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64
   }
 }
 
+template <void (*Matvec)(const Bf16Ref&, const float*, float*), bool Threaded>
+void mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
+                const float* gate, float* att, StateStamp* stamp) {
+  mla_attend_over<Matvec, Threaded>(d, kv_b, cache, base, T, q, gate, nullptr, nullptr, 0, att, stamp);
+}
+template <void (*Matvec)(const Bf16Ref&, const float*, float*), bool Threaded>
+void mla_attend_sparse(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
+                       const float* gate, const int* sel, const int* nsel, int ldsel, float* att, StateStamp* stamp) {
+  mla_attend_over<Matvec, Threaded>(d, kv_b, cache, base, T, q, gate, sel, nsel, ldsel, att, stamp);
+}
+
 void release(WeightOwner) {}
 
 const Backend kScalar = {
     "scalar",
-    scalar_matvec_bf16,
-    scalar_matmul_bf16,
-    scalar_matvec_mxfp4,
-    scalar_matmul_mxfp4,
-    grouped_mxfp4<scalar_matmul_mxfp4>,
-    scalar_matvec_int8,
-    scalar_matmul_int8,
+    bf16_matvec<ref::matvec_bf16>,
+    bf16_matmul<ref::matmul_bf16>,
+    mxfp4_matvec<ref::matvec_mxfp4>,
+    mxfp4_matmul<ref::matmul_mxfp4>,
+    grouped_mxfp4<mxfp4_matmul<ref::matmul_mxfp4>>,
+    int8_matvec<ref::matvec_int8>,
+    int8_matmul<ref::matmul_int8>,
     rmsnorm_rows,
     add,
     situ_glu,
@@ -297,31 +344,49 @@ const Backend kScalar = {
     route,
     moe_combine,
     kda_chunk<false>,
-    mla_attend<scalar_matvec_bf16, false>,
+    mla_attend<bf16_matvec<ref::matvec_bf16>, false>,
+    dsa_layernorm_rows,
+    dsa_select<dsa::scores_scalar, false>,
+    mla_attend_sparse<bf16_matvec<ref::matvec_bf16>, false>,
     release,
     nullptr,
     nullptr,
 };
 
 #if defined(__x86_64__)
-// The scalar entry with the AVX2 matrix products, the KDA and MLA heads threaded:
-// every other op is the scalar one, so those stay bitwise equal across entries.
+// A SIMD entry: the scalar entry with the given bf16 and MXFP4 products, the
+// AVX2 int8 ones, SiTU-GLU and the KDA and MLA heads threaded. Every other op
+// is the scalar one, so those stay bitwise equal across entries.
+template <auto MatvecBf16, auto MatmulBf16, auto MatvecMxfp4, auto MatmulMxfp4, auto DsaScores>
+Backend simd_table(const char* name) {
+  Backend b = kScalar;
+  b.name = name;
+  b.matvec_bf16 = bf16_matvec<MatvecBf16>;
+  b.matmul_bf16 = bf16_matmul<MatmulBf16>;
+  b.matvec_mxfp4 = mxfp4_matvec<MatvecMxfp4>;
+  b.matmul_mxfp4 = mxfp4_matmul<MatmulMxfp4>;
+  b.grouped_mxfp4 = grouped_mxfp4<mxfp4_matmul<MatmulMxfp4>>;
+  b.matvec_int8 = int8_matvec<fast::avx2::matvec_int8>;
+  b.matmul_int8 = int8_matmul<fast::avx2::matmul_int8>;
+  b.situ_glu = threaded_situ_glu;
+  b.kda_chunk = kda_chunk<true>;
+  b.mla_attend = mla_attend<bf16_matvec<MatvecBf16>, true>;
+  b.dsa_select = dsa_select<DsaScores, true>;
+  b.mla_attend_sparse = mla_attend_sparse<bf16_matvec<MatvecBf16>, true>;
+  return b;
+}
+
+// Made on first use (callable from other files' static initializers).
 const Backend& avx2_table() {
-  static const Backend table = [] {
-    Backend b = kScalar;
-    b.name = "avx2";
-    b.matvec_bf16 = avx2_matvec_bf16;
-    b.matmul_bf16 = avx2_matmul_bf16;
-    b.matvec_mxfp4 = avx2_matvec_mxfp4;
-    b.matmul_mxfp4 = avx2_matmul_mxfp4;
-    b.grouped_mxfp4 = grouped_mxfp4<avx2_matmul_mxfp4>;
-    b.matvec_int8 = avx2_matvec_int8;
-    b.matmul_int8 = avx2_matmul_int8;
-    b.situ_glu = threaded_situ_glu;
-    b.kda_chunk = kda_chunk<true>;
-    b.mla_attend = mla_attend<avx2_matvec_bf16, true>;
-    return b;
-  }();
+  static const Backend table = simd_table<fast::avx2::matvec_bf16, fast::avx2::matmul_bf16,
+                                          fast::avx2::matvec_mxfp4, fast::avx2::matmul_mxfp4, dsa::scores_avx2>("avx2");
+  return table;
+}
+
+// The same bits as avx2_table() (fast_avx512.h), two rows per register.
+const Backend& avx512_table() {
+  static const Backend table = simd_table<fast::avx512::matvec_bf16, fast::avx512::matmul_bf16,
+                                          fast::avx512::matvec_mxfp4, fast::avx512::matmul_mxfp4, dsa::scores_avx512>("avx512");
   return table;
 }
 #endif
@@ -337,16 +402,30 @@ const Backend* avx2_backend() {
   return nullptr;
 }
 
+const Backend* avx512_backend() {
+#if defined(__x86_64__)
+  if (fast::best_isa() >= fast::Isa::avx512) return &avx512_table();
+#endif
+  return nullptr;
+}
+
 std::vector<const Backend*> backends() {
   std::vector<const Backend*> all{&scalar_backend()};
-  if (const Backend* b = avx2_backend()) all.push_back(b);
+  for (const Backend* b : {avx2_backend(), avx512_backend()})
+    if (b) all.push_back(b);
   return all;
 }
 
 const Backend& cpu_backend() {
-  if (fast::isa() >= fast::Isa::avx2)
-    if (const Backend* b = avx2_backend()) return *b;
-  return scalar_backend();
+  static const Backend& chosen = [&]() -> const Backend& {
+    switch (fast::isa()) {
+      case fast::Isa::avx512: return *avx512_backend();
+      case fast::Isa::avx2: return *avx2_backend();
+      case fast::Isa::scalar: break;
+    }
+    return scalar_backend();
+  }();
+  return chosen;
 }
 
 }  // namespace sluice

@@ -5,10 +5,11 @@
 // what to read and when (spine streaming, expert reads, prefetch, caches), the
 // backend does the arithmetic. Entries: `scalar` (the definitions: plain loops
 // over kernels/ref.h, one thread), `avx2` (kernels/fast_avx2.cpp for the matrix
-// products, threaded, or their AVX-512 twins with the same bits where the CPU
-// has AVX-512: fast::isa() picks; KDA's and MLA's heads threaded; the other ops as
-// scalar), `cuda` (kernels/cuda/: the bf16 and MXFP4 products, the KDA
-// recurrence and MLA attention on the GPU, every other op its CPU entry's own).
+// products, threaded; KDA's and MLA's heads threaded; the other ops as
+// scalar), `avx512` (the avx2 entry with kernels/fast_avx512.cpp's bf16 and
+// MXFP4 products: the same bits), `cuda` (kernels/cuda/: the bf16 and MXFP4
+// products, the KDA recurrence and MLA attention on the GPU, every other op
+// its CPU entry's own). The CPU entry is chosen once, at startup (kernels/fast.h).
 // kernels/backend_test.cpp runs every op of every entry against `scalar` on
 // random inputs; a new entry is tested by adding it to backends().
 //
@@ -138,6 +139,11 @@ struct MlaDims {
   int heads = 0, nope = 0, rope = 0, v_dim = 0, kv_lora = 0;
 };
 
+// K3.1 Pro's lightning indexer (docs/k31-spec.md §3.1): heads × dim, top-k.
+struct DsaDims {
+  int heads = 0, dim = 0, topk = 0;
+};
+
 struct Backend {
   const char* name;
 
@@ -202,6 +208,25 @@ struct Backend {
   void (*mla_attend)(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T,
                      const float* q, const float* gate, float* att, StateStamp* stamp);
 
+  // ---- K3.1 Pro's sparse attention (docs/k31-spec.md §3, k3/dsa.cpp).
+  // LayerNorm per row (bitwise in every entry): Y[t] = (X[t] − μ)/sqrt(σ² + eps) ⊙ w + b,
+  // μ and the biased σ² summed j = 0..width-1 in order. Y may alias X.
+  void (*layernorm_rows)(const float* X, size_t ldx, F32Ref w, F32Ref b, int n, int width, float eps, float* Y,
+                         size_t ldy);
+  // Indexer scores and top-k for T queries at positions base..base+T-1 (bitwise
+  // in every entry; kernels/dsa.h gives the formula and the tie rule): qi
+  // [T][heads·dim], w [T][heads] (already scaled by 1/sqrt(heads·dim)), keys
+  // [base+T][dim] (the chunk's keys appended). Query t's selection goes to
+  // sel [t·topk ...) in ascending position, its count min(topk, base+t+1) to nsel[t].
+  void (*dsa_select)(const DsaDims& d, const float* qi, const float* w, const float* keys, int64_t base, int T,
+                     int* sel, int* nsel);
+  // mla_attend with position t's softmax over its selection only: sel [t·ldsel
+  // ...) holds nsel[t] ascending positions <= base+t, visited in that order (the
+  // "skip form" of §3.3), so a selection of every position gives mla_attend's bits.
+  void (*mla_attend_sparse)(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T,
+                            const float* q, const float* gate, const int* sel, const int* nsel, int ldsel, float* att,
+                            StateStamp* stamp);
+
   // Forgets anything kept for weights of `owner` (a device copy); the CPU
   // entries keep nothing. Called when the model that owns them closes.
   void (*release)(WeightOwner owner);
@@ -215,10 +240,12 @@ struct Backend {
 const Backend& scalar_backend();
 // The AVX2/FMA entry; nullptr when this CPU (or build) lacks it.
 const Backend* avx2_backend();
-// Every entry this build and CPU can run, scalar first (backend_test.cpp's list).
+// The AVX-512 entry (avx2's bits); nullptr when this CPU (or build) lacks it.
+const Backend* avx512_backend();
+// Every CPU entry this build and CPU can run, scalar first (backend_test.cpp's list).
 std::vector<const Backend*> backends();
-// The CPU entry of the current kernel choice (fast::isa(): the best the CPU
-// has unless a test or benchmark set another).
+// The CPU entry of the kernel choice made at startup (fast::isa(): the best
+// the CPU has, or the one SLUICE_KERNELS names).
 const Backend& cpu_backend();
 
 }  // namespace sluice

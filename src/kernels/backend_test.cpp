@@ -413,6 +413,111 @@ TEST_P(BackendOps, MlaStampsKeepTheBits) {
   attend(s2, 1, "snapshot again");
 }
 
+// ---- K3.1 Pro's ops (docs/k31-spec.md §3; kernels/dsa.h) -------------------
+
+// Keys with a share of exact ties: some rows repeated, some all-negative
+// products (score 0), so the tie rule decides at the top-k boundary.
+std::vector<float> keys_with_ties(Rng& rng, int64_t n, int dim) {
+  std::vector<float> k = randn(rng, size_t(n) * dim);
+  for (int64_t s = 3; s < n; s += 5)
+    std::copy(k.begin(), k.begin() + dim, k.begin() + std::ptrdiff_t(s * dim));
+  return k;
+}
+
+TEST_P(BackendOps, LayerNormIsBitwiseScalar) {
+  Rng rng(3);
+  for (int width : {1, 7, 32, 128}) {
+    const int n = 5;
+    auto X = randn(rng, size_t(n) * width, 3.0f), g = randn(rng, size_t(width)), b = randn(rng, size_t(width));
+    std::vector<float> want(X.size()), got(X.size());
+    sc().layernorm_rows(X.data(), width, {g.data(), 0}, {b.data(), 0}, n, width, 1e-5f, want.data(), width);
+    be().layernorm_rows(X.data(), width, {g.data(), 0}, {b.data(), 0}, n, width, 1e-5f, got.data(), width);
+    ASSERT_TRUE(bitwise_equal(want, got)) << width;
+    // Against the formula in double: mean 0, variance 1 before the affine part.
+    for (int t = 0; t < n; t++) {
+      double m = 0, v = 0;
+      for (int j = 0; j < width; j++) m += X[size_t(t) * width + j];
+      m /= width;
+      for (int j = 0; j < width; j++) v += std::pow(X[size_t(t) * width + j] - m, 2);
+      v /= width;
+      for (int j = 0; j < width; j++) {
+        const double y = (X[size_t(t) * width + j] - m) / std::sqrt(v + 1e-5) * g[size_t(j)] + b[size_t(j)];
+        ASSERT_NEAR(want[size_t(t) * width + j], y, 1e-4 * (1 + std::fabs(y)));
+      }
+    }
+  }
+}
+
+TEST_P(BackendOps, SelectIsBitwiseScalar) {
+  Rng rng(5);
+  for (const DsaDims d : {DsaDims{4, 32, 16}, DsaDims{3, 20, 7}, DsaDims{32, 128, 64}})
+    for (int64_t base : {0, 5, 40, 300}) {
+      const int T = 4;
+      auto keys = keys_with_ties(rng, base + T, d.dim);
+      auto qi = randn(rng, size_t(T) * d.heads * d.dim), w = randn(rng, size_t(T) * d.heads, 0.1f);
+      std::vector<int> s1(size_t(T) * d.topk, -1), s2(s1), n1(T), n2(T);
+      sc().dsa_select(d, qi.data(), w.data(), keys.data(), base, T, s1.data(), n1.data());
+      be().dsa_select(d, qi.data(), w.data(), keys.data(), base, T, s2.data(), n2.data());
+      ASSERT_EQ(n1, n2);
+      ASSERT_EQ(s1, s2) << "base " << base;
+      for (int t = 0; t < T; t++) {
+        ASSERT_EQ(n1[size_t(t)], std::min<int64_t>(d.topk, base + t + 1));
+        const int* sel = s1.data() + size_t(t) * d.topk;
+        ASSERT_TRUE(std::is_sorted(sel, sel + n1[size_t(t)]));
+        ASSERT_LE(sel[n1[size_t(t)] - 1], base + t);  // causal
+      }
+    }
+}
+
+// Every position selected: the sparse attention is mla_attend, bit for bit,
+// in every entry (the skip form of docs/k31-spec.md §3.3).
+TEST_P(BackendOps, AllSelectedIsDenseMlaAttendBitwise) {
+  Rng rng(7);
+  const MlaDims d{3, 8, 4, 6, 40};
+  const int QH = d.nope + d.rope, KVW = d.kv_lora + d.rope, KVB = d.nope + d.v_dim, T = 3;
+  for (int64_t base : {0, 9}) {
+    auto kv_b = random_bf16(rng, size_t(d.heads) * KVB * d.kv_lora);
+    auto cache = randn(rng, size_t(base + T) * KVW), q = randn(rng, size_t(T) * d.heads * QH);
+    auto gate = randn(rng, size_t(T) * d.heads * d.v_dim);
+    const Bf16Ref W{kv_b.data(), d.heads * KVB, d.kv_lora, 0};
+    const int ld = int(base + T);
+    std::vector<int> sel(size_t(T) * ld), nsel(T);
+    for (int t = 0; t < T; t++) {
+      nsel[size_t(t)] = int(base + t + 1);
+      std::iota(sel.begin() + t * ld, sel.begin() + t * ld + nsel[size_t(t)], 0);
+    }
+    std::vector<float> dense(size_t(T) * d.heads * d.v_dim), sparse(dense.size(), NAN);
+    be().mla_attend(d, W, cache.data(), base, T, q.data(), gate.data(), dense.data(), nullptr);
+    be().mla_attend_sparse(d, W, cache.data(), base, T, q.data(), gate.data(), sel.data(), nsel.data(), ld,
+                           sparse.data(), nullptr);
+    ASSERT_TRUE(bitwise_equal(dense, sparse)) << "base " << base;
+    // A proper subset: equal to the scalar entry within the products' noise,
+    // and to dense attention over a cache holding only the selected rows.
+    for (int t = 0; t < T; t++) {
+      int* s = sel.data() + t * ld;
+      int k = 0;
+      for (int i = 0; i < nsel[size_t(t)]; i++)
+        if (i % 2 == 0 || i == nsel[size_t(t)] - 1) s[k++] = i;
+      nsel[size_t(t)] = k;
+    }
+    std::vector<float> a(dense.size()), b(dense.size());
+    sc().mla_attend_sparse(d, W, cache.data(), base, T, q.data(), gate.data(), sel.data(), nsel.data(), ld, a.data(),
+                           nullptr);
+    be().mla_attend_sparse(d, W, cache.data(), base, T, q.data(), gate.data(), sel.data(), nsel.data(), ld, b.data(),
+                           nullptr);
+    for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(a[i], b[i], 1e-4 * (1 + std::fabs(a[i]))) << i;
+    const int t = T - 1;  // the last query alone, over a cache of its selected rows
+    std::vector<float> picked;
+    for (int i = 0; i < nsel[size_t(t)]; i++)
+      picked.insert(picked.end(), cache.begin() + sel[size_t(t * ld + i)] * KVW,
+                    cache.begin() + (sel[size_t(t * ld + i)] + 1) * KVW);
+    std::vector<float> one(size_t(d.heads) * d.v_dim);
+    sc().mla_attend(d, W, picked.data(), nsel[size_t(t)] - 1, 1, q.data() + size_t(t) * d.heads * QH,
+                    gate.data() + size_t(t) * d.heads * d.v_dim, one.data(), nullptr);
+    ASSERT_TRUE(bitwise_equal(one, std::vector<float>(a.end() - std::ptrdiff_t(one.size()), a.end())));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Entries, BackendOps, ::testing::ValuesIn(backends()),
                          [](const ::testing::TestParamInfo<const Backend*>& i) { return std::string(i.param->name); });
 INSTANTIATE_TEST_SUITE_P(Device, BackendOps, ::testing::Values(static_cast<const Backend*>(nullptr)),

@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "kernels/fast.h"
 #ifdef SLUICE_HAVE_CUDA
 #include "kernels/cuda/backend_cuda.h"
 #endif
@@ -45,9 +44,10 @@ std::string describe_backend(const Backend& b) {
 #ifdef SLUICE_HAVE_CUDA
   if (std::strcmp(b.name, "cuda") == 0) return "cuda: " + cuda::describe();
 #endif
-  // The avx2 entry is one family of bits; say when its AVX-512 bodies run it.
-  const bool avx512 = std::strcmp(b.name, "avx2") == 0 && fast::isa() == fast::Isa::avx512;
-  return std::string("cpu (") + b.name + (avx512 ? ", avx512 kernels" : "") + ")";
+  // The avx512 entry has the avx2 entry's bits: said as before it was an
+  // entry of its own ("cpu (avx2, avx512 kernels)"), which reports keep.
+  if (std::strcmp(b.name, "avx512") == 0) return "cpu (avx2, avx512 kernels)";
+  return std::string("cpu (") + b.name + ")";
 }
 
 DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] bool measure_ceilings) {
@@ -73,6 +73,9 @@ DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] b
   r.kda_state_uploaded_bytes = s.kda_state_uploaded_bytes, r.mla_calls = s.mla_calls;
   r.mla_cache_hits = s.mla_cache_hits, r.mla_cache_uploaded_bytes = s.mla_cache_uploaded_bytes;
   r.state_bytes = s.state_bytes;
+  r.cpu_spill_calls = s.cpu_spill_calls, r.cpu_spill_bytes = s.cpu_spill_bytes;
+  const cuda::VramUse v = cuda::vram_use();
+  r.vram_total = v.total, r.vram_used = v.used, r.vram_peak = v.peak;
 #endif
   return r;
 }
@@ -81,6 +84,22 @@ void set_vram_expert_budget([[maybe_unused]] int64_t bytes) {
 #ifdef SLUICE_HAVE_CUDA
   cuda::set_vram_experts(bytes);
 #endif
+}
+
+void set_vram_limits([[maybe_unused]] const VramLimits& limits) {
+#ifdef SLUICE_HAVE_CUDA
+  cuda::set_vram_limits(limits);
+#endif
+}
+
+VramNow vram_now([[maybe_unused]] const Backend& b) {
+  VramNow n;
+#ifdef SLUICE_HAVE_CUDA
+  if (std::strcmp(b.name, "cuda") != 0) return n;
+  const cuda::VramUse v = cuda::vram_use();
+  n.total = v.total, n.used = v.used;
+#endif
+  return n;
 }
 
 }  // namespace sluice

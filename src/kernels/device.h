@@ -1,7 +1,7 @@
 // kernels/device.h — which entry of the op table (kernels/backend.h) runs a
 // model: the `--device cpu|cuda|auto` choice.
 //
-//   cpu   cpu_backend() (AVX2 when the CPU has it, else scalar)
+//   cpu   cpu_backend() (AVX-512 or AVX2 when the CPU has it, else scalar)
 //   cuda  the CUDA entry (kernels/cuda/backend_cuda.h); an Error naming why
 //         when this build has no CUDA (configure with -DSLUICE_CUDA=ON) or no
 //         GPU is usable
@@ -40,6 +40,8 @@ struct DeviceReport {
   uint64_t kda_calls = 0, kda_state_hits = 0, kda_state_uploaded_bytes = 0, mla_calls = 0, mla_cache_hits = 0,
            mla_cache_uploaded_bytes = 0, state_bytes = 0;
   double call_seconds = 0;  // cumulative host time inside the GPU's product calls
+  uint64_t vram_total = 0, vram_used = 0, vram_peak = 0;  // on the card: total, in use now, at most (total - free)
+  uint64_t cpu_spill_calls = 0, cpu_spill_bytes = 0;     // products the CPU ran on weights the GPU does not hold
 };
 DeviceReport device_report(const Backend& b, bool measure_ceilings);
 
@@ -47,5 +49,28 @@ DeviceReport device_report(const Backend& b, bool measure_ceilings);
 // default (free VRAM less a reserve), 0 off, else bytes. No effect on the CPU
 // entries or in a build without CUDA.
 void set_vram_expert_budget(int64_t bytes);
+
+// The CUDA entry's VRAM limits (k3/placement.h chooses them: --vram,
+// --gpu-layers, --gpu-spill, --cpu-moe). With a budget, every allocation of
+// the entry (mirrors, tier blocks, state copies, the per-call arena) is made
+// only while what is in use on the card (total - free: the context and
+// anything else on it too) stays within it; mirrors, tier and states leave
+// `scratch` of it for the arena. A call whose arena does not fit runs on the
+// CPU entry. No effect on the CPU entries or in a build without CUDA.
+struct VramLimits {
+  int64_t budget = -1;       // bytes in use on the GPU at most; -1: free VRAM less the reserve (the default)
+  int64_t spine = -1;        // the stable weights' mirrors at most, bytes; -1: no cap but the budget
+  int64_t state = -1;        // the sequence-state copies at most; -1: the entry's cap (8 GiB)
+  int64_t scratch = 0;       // kept free under the budget for the arena
+  bool cpu_spill = false;    // a weight with no mirror (no room, or a streamed piece) is computed by the CPU
+                             // entry from RAM (false: uploaded for the call, the old way)
+  bool cpu_experts = false;  // routed experts (content-keyed) computed by the CPU entry (`--cpu-moe`)
+};
+void set_vram_limits(const VramLimits& limits);
+// VRAM in use on the card now (total - free) and its total; zeros without the CUDA entry.
+struct VramNow {
+  uint64_t total = 0, used = 0;
+};
+VramNow vram_now(const Backend& b);
 
 }  // namespace sluice

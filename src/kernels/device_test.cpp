@@ -23,6 +23,18 @@ TEST(DeviceBackend, CpuIsTheCpuEntry) {
   EXPECT_EQ(describe_backend(cpu_backend()).rfind("cpu (", 0), 0u);
 }
 
+// Reports (serve's device, expert stats) name the CPU entries as they did when
+// the AVX-512 bodies ran under the avx2 entry.
+TEST(DeviceBackend, CpuEntriesAreDescribedAsBefore) {
+  EXPECT_EQ(describe_backend(scalar_backend()), "cpu (scalar)");
+  if (const Backend* b = avx2_backend()) {
+    EXPECT_EQ(describe_backend(*b), "cpu (avx2)");
+  }
+  if (const Backend* b = avx512_backend()) {
+    EXPECT_EQ(describe_backend(*b), "cpu (avx2, avx512 kernels)");
+  }
+}
+
 TEST(DeviceBackend, UnknownNameIsAnError) {
   try {
     device_backend("tpu");
@@ -89,6 +101,44 @@ TEST(DeviceBackend, CudaMirrorsStableWeights) {
   EXPECT_EQ(0, std::memcmp(want.data(), y3.data(), sizeof(float) * rows));
   EXPECT_NE(0, std::memcmp(y0.data(), y3.data(), sizeof(float) * rows));
   be->release(owner2);
+}
+
+// Under a VRAM budget (VramLimits, issue 37) a stable weight the spine cap
+// leaves off the GPU is computed by the CPU entry (its bits exactly), or
+// uploaded per call with cpu_spill off; what is in use stays in the budget.
+TEST(DeviceBackend, CudaVramLimitsSpillToTheCpu) {
+  std::string why;
+  const Backend* be = cuda_or_null(&why);
+  if (!be) GTEST_SKIP() << why;
+  std::mt19937_64 rng(21);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const int rows = 64, cols = 512;
+  std::vector<uint16_t> w(size_t(rows) * cols);
+  std::vector<float> x(cols), y(rows), want(rows);
+  for (auto& v : w) v = f32_to_bf16(d(rng));
+  for (auto& v : x) v = d(rng);
+  const WeightOwner owner = next_weight_owner();
+  const Bf16Ref W{w.data(), rows, cols, owner};
+  cpu_backend().matvec_bf16(W, x.data(), want.data());
+  VramLimits l;
+  l.budget = int64_t(vram_now(*be).used + (uint64_t(256) << 20));
+  l.spine = 0, l.scratch = int64_t(64) << 20, l.cpu_spill = true;
+  set_vram_limits(l);
+  const DeviceReport r0 = device_report(*be, false);
+  be->matvec_bf16(W, x.data(), y.data());
+  const DeviceReport r1 = device_report(*be, false);
+  EXPECT_EQ(0, std::memcmp(y.data(), want.data(), sizeof(float) * rows));
+  EXPECT_EQ(r1.cpu_spill_calls, r0.cpu_spill_calls + 1);
+  EXPECT_EQ(r1.resident_bytes, r0.resident_bytes);  // not mirrored
+  l.cpu_spill = false;  // the old way: uploaded for the call
+  set_vram_limits(l);
+  be->matvec_bf16(W, x.data(), y.data());
+  const DeviceReport r2 = device_report(*be, false);
+  EXPECT_EQ(r2.cpu_spill_calls, r1.cpu_spill_calls);
+  EXPECT_GE(r2.uploaded_bytes, r1.uploaded_bytes + w.size() * 2);
+  EXPECT_LE(vram_now(*be).used, uint64_t(l.budget));
+  set_vram_limits(VramLimits{});
+  be->release(owner);
 }
 
 // The VRAM expert tier (content-keyed MXFP4 weights, owner 0): the bits of

@@ -1,16 +1,11 @@
-// Dispatch of the fast.h kernels: the AVX-512 bodies (fast_avx512.cpp) or the
-// AVX2 ones (fast_avx2.cpp) when the CPU has them, else the scalar reference.
+// The kernel choice (kernels/fast.h): made once, from the CPU and SLUICE_KERNELS.
 #include "kernels/fast.h"
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
-#include "base/error.h"
-#include "kernels/fast_avx2.h"
-#include "kernels/fast_avx512.h"
-#include "kernels/ref.h"
+#include "kernels/backend.h"
 
 namespace sluice::fast {
 namespace {
@@ -28,21 +23,6 @@ Isa initial_isa() {
   return best;
 }
 
-std::atomic<Isa>& current_isa() {
-  static std::atomic<Isa> isa{initial_isa()};
-  return isa;
-}
-
-inline bool use_simd() {
-#if defined(__x86_64__)
-  return current_isa().load(std::memory_order_relaxed) != Isa::scalar;
-#else
-  return false;
-#endif
-}
-
-[[maybe_unused]] inline bool use_avx512() { return current_isa().load(std::memory_order_relaxed) == Isa::avx512; }
-
 }  // namespace
 
 Isa best_isa() {
@@ -59,12 +39,9 @@ Isa best_isa() {
   return Isa::scalar;
 }
 
-Isa isa() { return current_isa().load(std::memory_order_relaxed); }
-
-void set_isa(Isa want) {
-  if (int(want) > int(best_isa()))
-    throw Error(std::string("kernels: this CPU cannot run the ") + isa_name(want) + " kernels");
-  current_isa().store(want, std::memory_order_relaxed);
+Isa isa() {
+  static const Isa chosen = initial_isa();
+  return chosen;
 }
 
 const char* isa_name(Isa isa) {
@@ -76,74 +53,28 @@ const char* isa_name(Isa isa) {
   return "unknown";
 }
 
-#if defined(__x86_64__)
-namespace x86 {
-
 void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y) {
-  if (use_avx512()) return avx512::matvec_bf16(W, rows, cols, x, y);
-  avx2::matvec_bf16(W, rows, cols, x, y);
+  cpu_backend().matvec_bf16(Bf16Ref{W, rows, cols}, x, y);
 }
 
 void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, float* Y) {
-  if (use_avx512()) return avx512::matmul_bf16(W, rows, cols, X, n, Y);
-  avx2::matmul_bf16(W, rows, cols, X, n, Y);
+  cpu_backend().matmul_bf16(Bf16Ref{W, rows, cols}, X, n, Y);
 }
 
 void matvec_mxfp4(const uint8_t* p, const uint8_t* s, int rows, int cols, const float* x, float* y) {
-  if (use_avx512()) return avx512::matvec_mxfp4(p, s, rows, cols, x, y);
-  avx2::matvec_mxfp4(p, s, rows, cols, x, y);
+  cpu_backend().matvec_mxfp4(Mxfp4Ref{p, s, rows, cols}, x, y);
 }
 
-void matmul_mxfp4(const uint8_t* p, const uint8_t* s, int rows, int cols, const float* X, int n,
-                  float* Y) {
-  if (use_avx512()) return avx512::matmul_mxfp4(p, s, rows, cols, X, n, Y);
-  avx2::matmul_mxfp4(p, s, rows, cols, X, n, Y);
-}
-
-}  // namespace x86
-#endif
-
-void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y) {
-#if defined(__x86_64__)
-  if (use_simd()) return x86::matvec_bf16(W, rows, cols, x, y);
-#endif
-  ref::matvec_bf16(W, rows, cols, x, y);
-}
-
-void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, float* Y) {
-#if defined(__x86_64__)
-  if (use_simd()) return x86::matmul_bf16(W, rows, cols, X, n, Y);
-#endif
-  ref::matmul_bf16(W, rows, cols, X, n, Y);
-}
-
-void matvec_mxfp4(const uint8_t* p, const uint8_t* s, int rows, int cols, const float* x, float* y) {
-#if defined(__x86_64__)
-  if (use_simd()) return x86::matvec_mxfp4(p, s, rows, cols, x, y);
-#endif
-  ref::matvec_mxfp4(p, s, rows, cols, x, y);
-}
-
-void matmul_mxfp4(const uint8_t* p, const uint8_t* s, int rows, int cols, const float* X, int n,
-                  float* Y) {
-#if defined(__x86_64__)
-  if (use_simd()) return x86::matmul_mxfp4(p, s, rows, cols, X, n, Y);
-#endif
-  ref::matmul_mxfp4(p, s, rows, cols, X, n, Y);
+void matmul_mxfp4(const uint8_t* p, const uint8_t* s, int rows, int cols, const float* X, int n, float* Y) {
+  cpu_backend().matmul_mxfp4(Mxfp4Ref{p, s, rows, cols}, X, n, Y);
 }
 
 void matvec_int8(const uint8_t* W, int rows, int cols, const float* x, float* y) {
-#if defined(__x86_64__)
-  if (use_simd()) return avx2::matvec_int8(W, rows, cols, x, y);
-#endif
-  ref::matvec_int8(W, rows, cols, x, y);
+  cpu_backend().matvec_int8(Int8Ref{W, rows, cols}, x, y);
 }
 
 void matmul_int8(const uint8_t* W, int rows, int cols, const float* X, int n, float* Y) {
-#if defined(__x86_64__)
-  if (use_simd()) return avx2::matmul_int8(W, rows, cols, X, n, Y);
-#endif
-  ref::matmul_int8(W, rows, cols, X, n, Y);
+  cpu_backend().matmul_int8(Int8Ref{W, rows, cols}, X, n, Y);
 }
 
 }  // namespace sluice::fast

@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "base/numeric.h"
+#include "kernels/backend.h"
 #include "kernels/fast.h"
 #include "kernels/fast_avx2.h"
 #include "kernels/kernel_test_util.h"
@@ -27,14 +28,18 @@ namespace {
 
 using namespace kernel_test;
 
-// Restores the default thread count and kernel choice when a test ends.
+// Restores the default thread count when a test ends.
 struct KernelSettingsGuard {
-  fast::Isa isa = fast::isa();
-  ~KernelSettingsGuard() {
-    kernels::set_num_threads(0);
-    fast::set_isa(isa);
-  }
+  ~KernelSettingsGuard() { kernels::set_num_threads(0); }
 };
+
+// The SIMD entries of the op table this CPU runs (avx2, avx512): each one's
+// products are checked against ref:: below. None on a CPU without AVX2.
+std::vector<const Backend*> simd_entries() {
+  std::vector<const Backend*> all = backends();
+  all.erase(all.begin());  // scalar: ref:: itself
+  return all;
+}
 
 float bf16_weight(const std::vector<uint16_t>& W, int cols, int r, int c) {
   return bf16_to_f32(W[size_t(r) * cols + c]);
@@ -125,40 +130,56 @@ TEST(FastKernels, IsaIsAvailable) {
     EXPECT_EQ(fast::isa(), fast::best_isa());
   }
   EXPECT_LE(int(fast::isa()), int(fast::best_isa()));
-  EXPECT_THROW(fast::set_isa(fast::Isa(int(fast::best_isa()) + 1)), Error);
+  // The CPU entry is the choice's, and every entry up to the best is there.
+  EXPECT_STREQ(cpu_backend().name, fast::isa_name(fast::isa()));
+  EXPECT_EQ(backends().size(), size_t(fast::best_isa()) + 1);
+  EXPECT_EQ(avx512_backend() != nullptr, fast::best_isa() == fast::Isa::avx512);
   std::printf("fast kernels: %s\n", fast::isa_name(fast::isa()));
 }
 
-// Runs fast matvec/matmul for bf16 on one shape and checks: close to ref,
-// matmul row t bitwise equal to matvec on token t, same bits for 1/2/3 threads.
+// Runs every SIMD entry's matvec and matmul of one weight format on one shape
+// and checks: matmul row t bitwise equal to matvec on token t, the same bits
+// for 1/2/3 threads, and close to ref (`want`, [n][rows]; weight(r, c) is W's
+// element, for the tolerance). matmul(be, Y) and matvec(be, x, y) call the
+// entry's products on the shape's W and X.
+void check_entries(int rows, int cols, int n, const std::vector<float>& X, const std::vector<float>& want,
+                   auto weight, auto matmul, auto matvec) {
+  std::vector<float> mm(size_t(n) * rows), mv(size_t(n) * rows);
+  for (const Backend* be : simd_entries()) {
+    SCOPED_TRACE(be->name);
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      kernels::set_num_threads(threads);
+      std::fill(mm.begin(), mm.end(), NAN);
+      matmul(*be, mm.data());
+      for (int t = 0; t < n; t++) matvec(*be, X.data() + size_t(t) * cols, mv.data() + size_t(t) * rows);
+      ASSERT_TRUE(bitwise_equal(mm, mv)) << "matmul != matvec, threads=" << threads;
+      if (first.empty())
+        first = mm;
+      else
+        ASSERT_TRUE(bitwise_equal(mm, first)) << "result depends on thread count: " << threads;
+    }
+    for (int t = 0; t < n; t++) {
+      auto s = abs_dot(rows, cols, X.data() + size_t(t) * cols, weight);
+      for (int r = 0; r < rows; r++)
+        ASSERT_NEAR(mm[size_t(t) * rows + r], want[size_t(t) * rows + r], tolerance(s[r], cols))
+            << "t=" << t << " r=" << r;
+    }
+  }
+}
+
 void check_bf16(Rng& rng, int rows, int cols, int n) {
   SCOPED_TRACE("bf16 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
                " n=" + std::to_string(n));
   auto W = random_bf16(rng, size_t(rows) * cols);
   auto X = random_activations(rng, size_t(n) * cols);
-  std::vector<float> ref(size_t(n) * rows), mm(size_t(n) * rows), mv(size_t(n) * rows);
-  ref::matmul_bf16(W.data(), rows, cols, X.data(), n, ref.data());
-
-  std::vector<float> first;
-  for (int threads : {1, 2, 3}) {
-    kernels::set_num_threads(threads);
-    std::fill(mm.begin(), mm.end(), NAN);
-    fast::matmul_bf16(W.data(), rows, cols, X.data(), n, mm.data());
-    for (int t = 0; t < n; t++)
-      fast::matvec_bf16(W.data(), rows, cols, X.data() + size_t(t) * cols, mv.data() + size_t(t) * rows);
-    ASSERT_TRUE(bitwise_equal(mm, mv)) << "matmul != matvec, threads=" << threads;
-    if (first.empty())
-      first = mm;
-    else
-      ASSERT_TRUE(bitwise_equal(mm, first)) << "result depends on thread count: " << threads;
-  }
-  for (int t = 0; t < n; t++) {
-    const float* x = X.data() + size_t(t) * cols;
-    auto s = abs_dot(rows, cols, x, [&](int r, int c) { return bf16_weight(W, cols, r, c); });
-    for (int r = 0; r < rows; r++)
-      ASSERT_NEAR(mm[size_t(t) * rows + r], ref[size_t(t) * rows + r], tolerance(s[r], cols))
-          << "t=" << t << " r=" << r;
-  }
+  std::vector<float> want(size_t(n) * rows);
+  ref::matmul_bf16(W.data(), rows, cols, X.data(), n, want.data());
+  const Bf16Ref w{W.data(), rows, cols};
+  check_entries(
+      rows, cols, n, X, want, [&](int r, int c) { return bf16_weight(W, cols, r, c); },
+      [&](const Backend& be, float* Y) { be.matmul_bf16(w, X.data(), n, Y); },
+      [&](const Backend& be, const float* x, float* y) { be.matvec_bf16(w, x, y); });
 }
 
 void check_mxfp4(Rng& rng, int rows, int cols, int n, int scale_lo, int scale_hi, float x_scale) {
@@ -167,65 +188,30 @@ void check_mxfp4(Rng& rng, int rows, int cols, int n, int scale_lo, int scale_hi
                std::to_string(scale_hi) + "]");
   Mxfp4 m = random_mxfp4(rng, rows, cols, scale_lo, scale_hi);
   auto X = random_activations(rng, size_t(n) * cols, x_scale);
-  std::vector<float> ref(size_t(n) * rows), mm(size_t(n) * rows), mv(size_t(n) * rows);
-  ref::matmul_mxfp4(m.packed.data(), m.scale.data(), rows, cols, X.data(), n, ref.data());
-
-  std::vector<float> first;
-  for (int threads : {1, 2, 3}) {
-    kernels::set_num_threads(threads);
-    std::fill(mm.begin(), mm.end(), NAN);
-    fast::matmul_mxfp4(m.packed.data(), m.scale.data(), rows, cols, X.data(), n, mm.data());
-    for (int t = 0; t < n; t++)
-      fast::matvec_mxfp4(m.packed.data(), m.scale.data(), rows, cols, X.data() + size_t(t) * cols,
-                         mv.data() + size_t(t) * rows);
-    ASSERT_TRUE(bitwise_equal(mm, mv)) << "matmul != matvec, threads=" << threads;
-    if (first.empty())
-      first = mm;
-    else
-      ASSERT_TRUE(bitwise_equal(mm, first)) << "result depends on thread count: " << threads;
-  }
-  std::vector<float> row(cols);
-  std::vector<std::vector<float>> Wd(rows);
-  for (int r = 0; r < rows; r++) {
-    Wd[r].resize(cols);
-    ref::dequant_mxfp4_row(m.packed.data(), m.scale.data(), cols, r, Wd[r].data());
-  }
-  for (int t = 0; t < n; t++) {
-    const float* x = X.data() + size_t(t) * cols;
-    auto s = abs_dot(rows, cols, x, [&](int r, int c) { return Wd[r][c]; });
-    for (int r = 0; r < rows; r++)
-      ASSERT_NEAR(mm[size_t(t) * rows + r], ref[size_t(t) * rows + r], tolerance(s[r], cols))
-          << "t=" << t << " r=" << r;
-  }
+  std::vector<float> want(size_t(n) * rows);
+  ref::matmul_mxfp4(m.packed.data(), m.scale.data(), rows, cols, X.data(), n, want.data());
+  std::vector<std::vector<float>> Wd(rows, std::vector<float>(size_t(cols)));
+  for (int r = 0; r < rows; r++) ref::dequant_mxfp4_row(m.packed.data(), m.scale.data(), cols, r, Wd[r].data());
+  const Mxfp4Ref w{m.packed.data(), m.scale.data(), rows, cols};
+  check_entries(
+      rows, cols, n, X, want, [&](int r, int c) { return Wd[r][c]; },
+      [&](const Backend& be, float* Y) { be.matmul_mxfp4(w, X.data(), n, Y); },
+      [&](const Backend& be, const float* x, float* y) { be.matvec_mxfp4(w, x, y); });
 }
 
 void check_int8(Rng& rng, int rows, int cols, int n) {
   SCOPED_TRACE("int8 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) + " n=" + std::to_string(n));
   auto W = random_int8(rng, rows, cols);
   auto X = random_activations(rng, size_t(n) * cols);
-  std::vector<float> ref(size_t(n) * rows), mm(size_t(n) * rows), mv(size_t(n) * rows);
-  ref::matmul_int8(W.data(), rows, cols, X.data(), n, ref.data());
-  std::vector<float> first;
-  for (int threads : {1, 2, 3}) {
-    kernels::set_num_threads(threads);
-    std::fill(mm.begin(), mm.end(), NAN);
-    fast::matmul_int8(W.data(), rows, cols, X.data(), n, mm.data());
-    for (int t = 0; t < n; t++)
-      fast::matvec_int8(W.data(), rows, cols, X.data() + size_t(t) * cols, mv.data() + size_t(t) * rows);
-    ASSERT_TRUE(bitwise_equal(mm, mv)) << "matmul != matvec, threads=" << threads;
-    if (first.empty())
-      first = mm;
-    else
-      ASSERT_TRUE(bitwise_equal(mm, first)) << "result depends on thread count: " << threads;
-  }
+  std::vector<float> want(size_t(n) * rows);
+  ref::matmul_int8(W.data(), rows, cols, X.data(), n, want.data());
   std::vector<std::vector<float>> Wd(size_t(rows), std::vector<float>(static_cast<size_t>(cols)));
   for (int r = 0; r < rows; r++) ref::dequant_int8_row(W.data(), cols, r, Wd[size_t(r)].data());
-  for (int t = 0; t < n; t++) {
-    const float* x = X.data() + size_t(t) * cols;
-    auto s = abs_dot(rows, cols, x, [&](int r, int c) { return Wd[size_t(r)][size_t(c)]; });
-    for (int r = 0; r < rows; r++)
-      ASSERT_NEAR(mm[size_t(t) * rows + r], ref[size_t(t) * rows + r], tolerance(s[r], cols)) << "t=" << t << " r=" << r;
-  }
+  const Int8Ref w{W.data(), rows, cols};
+  check_entries(
+      rows, cols, n, X, want, [&](int r, int c) { return Wd[size_t(r)][size_t(c)]; },
+      [&](const Backend& be, float* Y) { be.matmul_int8(w, X.data(), n, Y); },
+      [&](const Backend& be, const float* x, float* y) { be.matvec_int8(w, x, y); });
 }
 
 TEST(FastKernels, Int8OddShapes) {
@@ -388,7 +374,7 @@ TEST(FastKernels, Mxfp4DecodesEveryCodeAndScaleExactly) {
         std::vector<float> x(cols, 0.0f);
         x[hot] = 1.0f;
         float y = NAN;
-        fast::matvec_mxfp4(packed.data(), scale.data(), 1, cols, x.data(), &y);
+        cpu_backend().matvec_mxfp4(Mxfp4Ref{packed.data(), scale.data(), 1, cols}, x.data(), &y);
         float want = std::ldexp(kE2M1[code], s - 127);
         // ±0 weights give +0: sums start at +0 and +0 + -0 = +0 (same in ref).
         if (want == 0.0f) want = 0.0f;
@@ -413,37 +399,35 @@ TEST(FastKernels, NonFiniteInputsPropagate) {
   auto x = random_activations(rng, cols);
   x[17] = NAN;
   std::vector<float> y(rows);
-  fast::matvec_bf16(W.data(), rows, cols, x.data(), y.data());
-  for (float v : y) EXPECT_TRUE(std::isnan(v));
+  for (const Backend* be : backends()) {
+    be->matvec_bf16(Bf16Ref{W.data(), rows, cols}, x.data(), y.data());
+    for (float v : y) EXPECT_TRUE(std::isnan(v)) << be->name;
+  }
 }
 
-TEST(FastKernels, ScalarIsaIsTheReference) {
-  KernelSettingsGuard guard;
+TEST(FastKernels, ScalarEntryIsTheReference) {
   Rng rng(8);
   const int rows = 13, cols = 70, n = 3;
   auto W = random_bf16(rng, rows * cols);
   auto X = random_activations(rng, n * cols);
   std::vector<float> a(n * rows), b(n * rows);
-  fast::set_isa(fast::Isa::scalar);
-  fast::matmul_bf16(W.data(), rows, cols, X.data(), n, a.data());
+  scalar_backend().matmul_bf16(Bf16Ref{W.data(), rows, cols}, X.data(), n, a.data());
   ref::matmul_bf16(W.data(), rows, cols, X.data(), n, b.data());
   EXPECT_TRUE(bitwise_equal(a, b));
 }
 
 // The AVX-512 bodies do the AVX2 ones' operations two rows per register: every
-// product has the same bits under either choice (so the avx2 backend entry is
-// one family of bits on any x86 CPU). The checks above run the default (best)
-// choice against ref; this one pins the two SIMD choices to each other.
+// product of the avx512 entry has the avx2 entry's bits (so the x86 SIMD
+// entries are one family of bits). The checks above run each entry against
+// ref; this one pins the two SIMD entries to each other.
 TEST(FastKernels, Avx512GivesTheAvx2Bits) {
-  if (fast::best_isa() < fast::Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  if (!avx512_backend()) GTEST_SKIP() << "this CPU has no AVX-512";
   KernelSettingsGuard guard;
   Rng rng(9);
   auto both = [](auto product, size_t outputs) {
     std::vector<float> a(outputs, NAN), b(outputs, NAN);
-    fast::set_isa(fast::Isa::avx2);
-    product(a.data());
-    fast::set_isa(fast::Isa::avx512);
-    product(b.data());
+    product(*avx2_backend(), a.data());
+    product(*avx512_backend(), b.data());
     return bitwise_equal(a, b);
   };
   struct Shape {
@@ -465,20 +449,18 @@ TEST(FastKernels, Avx512GivesTheAvx2Bits) {
       for (int bf16_cols : {s.cols, s.cols + 1 + s.rows % 15}) {  // bf16 also off the 16-column block
         auto W = random_bf16(rng, size_t(s.rows) * bf16_cols);
         auto Xb = random_activations(rng, size_t(s.n) * bf16_cols);
-        ASSERT_TRUE(both([&](float* y) { fast::matmul_bf16(W.data(), s.rows, bf16_cols, Xb.data(), s.n, y); },
-                         outputs));
-        ASSERT_TRUE(both([&](float* y) { fast::matvec_bf16(W.data(), s.rows, bf16_cols, Xb.data(), y); },
-                         size_t(s.rows)));
+        const Bf16Ref w{W.data(), s.rows, bf16_cols};
+        ASSERT_TRUE(both([&](const Backend& be, float* y) { be.matmul_bf16(w, Xb.data(), s.n, y); }, outputs));
+        ASSERT_TRUE(both([&](const Backend& be, float* y) { be.matvec_bf16(w, Xb.data(), y); }, size_t(s.rows)));
       }
       for (auto [lo, hi] : {std::pair{110, 140}, std::pair{0, 8}, std::pair{240, 250}}) {
         Mxfp4 m = random_mxfp4(rng, s.rows, s.cols, lo, hi);
         auto Xm = random_activations(rng, size_t(s.n) * s.cols, hi > 200 ? std::ldexp(1.0f, -120) : 1.0f);
-        ASSERT_TRUE(both([&](float* y) {
-          fast::matmul_mxfp4(m.packed.data(), m.scale.data(), s.rows, s.cols, Xm.data(), s.n, y);
-        }, outputs)) << "scales " << lo << ".." << hi;
-        ASSERT_TRUE(both([&](float* y) {
-          fast::matvec_mxfp4(m.packed.data(), m.scale.data(), s.rows, s.cols, Xm.data(), y);
-        }, size_t(s.rows))) << "scales " << lo << ".." << hi;
+        const Mxfp4Ref w{m.packed.data(), m.scale.data(), s.rows, s.cols};
+        ASSERT_TRUE(both([&](const Backend& be, float* y) { be.matmul_mxfp4(w, Xm.data(), s.n, y); }, outputs))
+            << "scales " << lo << ".." << hi;
+        ASSERT_TRUE(both([&](const Backend& be, float* y) { be.matvec_mxfp4(w, Xm.data(), y); }, size_t(s.rows)))
+            << "scales " << lo << ".." << hi;
       }
     }
   }

@@ -1,25 +1,20 @@
 // kernels/ref.h — plain scalar reference implementation of every numeric op.
 //
 // These are the definitions: simple loops, FP32 accumulation in a fixed order,
-// no SIMD, no threads. Fast kernels (kernels/fast.h) must agree with them on
+// no SIMD, no threads. Fast kernels (kernels/backend.h entries) must agree with them on
 // random inputs (kernels/kernels_test.cpp). Weight matrices are stored
 // [rows = out][cols = in] row-major, as torch nn.Linear; y = W x.
 #pragma once
 #include <cstdint>
 
+#include "kernels/products.h"
+
 namespace sluice::ref {
 
-// y[r] = sum_c W[r,c] x[c], W in bf16.
-void matvec_bf16(const uint16_t* W, int rows, int cols, const float* x, float* y);
-// Y[t][r] = sum_c W[r,c] X[t][c] for t < n (X is [n][cols], Y is [n][rows]).
-void matmul_bf16(const uint16_t* W, int rows, int cols, const float* X, int n, float* Y);
+// The matrix products (kernels/products.h): each output sums c = 0..cols-1
+// left to right in FP32; the int8 one as described below.
+SLUICE_MATRIX_PRODUCTS
 
-// MXFP4 (compressed-tensors): packed [rows][cols/2] (element 2i in the low
-// nibble), scale [rows][cols/32] E8M0. cols % 32 == 0.
-void matvec_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols,
-                  const float* x, float* y);
-void matmul_mxfp4(const uint8_t* packed, const uint8_t* scale, int rows, int cols,
-                  const float* X, int n, float* Y);
 // Dequantizes row r of an MXFP4 matrix into `out` (cols floats). Exact.
 void dequant_mxfp4_row(const uint8_t* packed, const uint8_t* scale, int cols, int r, float* out);
 
@@ -45,8 +40,6 @@ inline uint64_t int8_row_bytes(int cols) { return uint64_t(cols) + 4 * uint64_t(
 constexpr float kInt16Max = 32767.0f;
 constexpr float kInt16Tiny = 0x1p-96f;
 void quantize_int16_groups(const float* x, int cols, int16_t* xq, float* xscale);
-void matvec_int8(const uint8_t* W, int rows, int cols, const float* x, float* y);
-void matmul_int8(const uint8_t* W, int rows, int cols, const float* X, int n, float* Y);
 // Row r of an int8 matrix as floats (exact).
 void dequant_int8_row(const uint8_t* W, int cols, int r, float* out);
 

@@ -21,7 +21,7 @@
 #include "k3/model.h"
 #include "kernels/threads.h"
 #include "pack/pack.h"
-#include "pack/pack_test_util.h"
+#include "support/pack_test_util.h"
 
 namespace sluice {
 namespace {

@@ -14,6 +14,7 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/file_io.h"
+#include "checkpoint/shard_stamp.h"
 #include "kernels/bf16_codec.h"
 #include "kernels/threads.h"
 #include "pack/int8.h"
@@ -40,33 +41,10 @@ constexpr int kVersion = 2;
 constexpr uint32_t kTargetBlockValues = 1u << 16;
 constexpr uint64_t kChunkSource = 64ull << 20;  // source bytes encoded at once
 
-std::string base_name(const std::string& p) {
-  const size_t s = p.find_last_of('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
-}
-
 uint64_t file_size(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) fail(path, "cannot stat");
   return uint64_t(st.st_size);
-}
-
-// A shard's identity as the file system keeps it: its size and modification
-// time (ns). Checking it costs one stat(2) per shard at open (K3: 96 shards,
-// 1.5 TB, microseconds), never a read of the shards: a pack is used only with
-// the very files it was made from. Any rewrite of a shard (an edit, a new
-// revision installed by setup, a copy of the folder without its times) moves
-// the time, and the pack is then refused until `sluice pack` rebuilds it.
-struct ShardStamp {
-  uint64_t bytes = 0;
-  int64_t mtime_ns = 0;
-  bool operator==(const ShardStamp&) const = default;
-};
-
-ShardStamp shard_stamp(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) fail(path, "cannot stat");
-  return {uint64_t(st.st_size), int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
 }
 
 std::string repack_hint(const Checkpoint& ck, SpineFormat f) {

@@ -3,7 +3,7 @@
 // shards in every mode (resident, streamed, partly resident, any threads);
 // corrupt, truncated and foreign packs fail with errors naming the pack.
 #include "pack/pack.h"
-#include "pack/pack_test_util.h"
+#include "support/pack_test_util.h"
 
 #include <gtest/gtest.h>
 

@@ -67,6 +67,82 @@ json parse_body(const std::string& text, uint64_t max_values) {
   return body;
 }
 
+// A stream's Server-Sent Events writer: once a write fails (the client left),
+// nothing more is sent and ok stays false.
+struct SseWriter {
+  httplib::DataSink& sink;
+  bool ok = true;
+  int sequence = 0;  // the Responses API's sequence_number
+  Clock::time_point last_write = Clock::now();
+
+  bool write(const std::string& s) {
+    ok = ok && sink.write(s.data(), s.size());
+    last_write = Clock::now();
+    return ok;
+  }
+  bool send(const json& j) { return write("data: " + dump(j) + "\n\n"); }
+  bool send_event(const char* type, json j) {  // the Responses API's named events
+    j["type"] = type;
+    j["sequence_number"] = sequence++;
+    return write(std::string("event: ") + type + "\ndata: " + dump(j) + "\n\n");
+  }
+};
+
+// What a stream sends before its first token: the Responses API's opening
+// events, or chat's assistant-role chunk (completions send nothing).
+void send_stream_start(SseWriter& w, const ReplyHeader& h, const GenerationRequest& g, const std::string& msg_id) {
+  if (g.api == Api::responses) {
+    json obj = responses_object(h, "in_progress", json::array(), nullptr);
+    w.send_event("response.created", {{"response", obj}});
+    w.send_event("response.in_progress", {{"response", obj}});
+    w.send_event("response.output_item.added", {{"output_index", 0}, {"item", responses_message(msg_id, "", false)}});
+    w.send_event("response.content_part.added",
+                 {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0},
+                  {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}});
+  } else if (g.endpoint == Endpoint::chat) {
+    w.send(chat_chunk_json(h, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, g.include_usage));
+  }
+}
+
+// The Responses API's closing events after the last token.
+void send_responses_end(SseWriter& w, const ReplyHeader& h, const std::string& msg_id, const std::string& all_text,
+                        const std::string& finish, const Usage& usage) {
+  ReplyBody b;
+  b.content = all_text;
+  b.finish_reason = finish;
+  b.usage = usage;
+  json done = responses_json(h, b, msg_id);
+  json item = done["output"][0];
+  w.send_event("response.output_text.done",
+               {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"text", all_text}});
+  w.send_event("response.content_part.done",
+               {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"part", item["content"][0]}});
+  w.send_event("response.output_item.done", {{"output_index", 0}, {"item", item}});
+  w.send_event(done["status"] == "completed" ? "response.completed" : "response.incomplete", {{"response", done}});
+}
+
+// Chat's and completions' closing chunks after the last token: the tool
+// calls (chat), the finish reason, the usage when asked, then [DONE].
+void send_chunks_end(SseWriter& w, const ReplyHeader& h, const GenerationRequest& g, const json& tool_calls,
+                     const std::string& finish, const Usage& usage) {
+  const bool chat = g.endpoint == Endpoint::chat;
+  if (chat && !tool_calls.empty()) {
+    json calls = json::array();
+    for (size_t i = 0; i < tool_calls.size(); i++) {
+      json c = tool_calls[i];
+      c["index"] = i;
+      calls.push_back(c);
+    }
+    w.send(chat_chunk_json(h, {{"tool_calls", calls}}, nullptr, nullptr, g.include_usage));
+  }
+  if (chat)
+    w.send(chat_chunk_json(h, json::object(), nullptr, finish, g.include_usage));
+  else
+    w.send(completion_chunk_json(h, "", nullptr, finish, g.include_usage));
+  if (g.include_usage) w.send(usage_chunk_json(h, g.endpoint, usage));
+  w.write("data: [DONE]\n\n");
+}
+
 }  // namespace
 
 Job Server::Impl::prepare(const std::string& text, Api api) {
@@ -421,26 +497,16 @@ bool Server::Impl::stream_body(StreamJob& st, httplib::DataSink& sink) {
   const bool chat = g.endpoint == Endpoint::chat;
   const bool responses = g.api == Api::responses;
   const std::string msg_id = "msg_" + h.id.substr(std::min<size_t>(5, h.id.size()));
-  bool ok = true;
+  SseWriter w{sink};
+  const bool& ok = w.ok;
   size_t text_offset = 0;
-  int sequence = 0;
   std::string all_text;
-  auto last_write = Clock::now();
-  auto write = [&](const std::string& s) {
-    ok = ok && sink.write(s.data(), s.size());
-    last_write = Clock::now();
-    return ok;
-  };
-  auto send = [&](const json& j) { return write("data: " + dump(j) + "\n\n"); };
-  auto send_event = [&](const char* type, json j) {  // the Responses API's named events
-    j["type"] = type;
-    j["sequence_number"] = sequence++;
-    return write(std::string("event: ") + type + "\ndata: " + dump(j) + "\n\n");
-  };
+  auto send = [&](const json& j) { return w.send(j); };
+  auto send_event = [&](const char* type, json j) { return w.send_event(type, std::move(j)); };
   // A comment line every ping_seconds of silence keeps clients and proxies from timing out
   // during a long prefill or a slow step; SSE clients ignore it.
   auto ping = [&] {
-    if (ok && seconds_since(last_write) >= opt.ping_seconds) write(": ping\n\n");
+    if (ok && seconds_since(w.last_write) >= opt.ping_seconds) w.write(": ping\n\n");
   };
   auto send_piece = [&](Piece& p, const json& finish) {
     if (responses) {
@@ -487,17 +553,7 @@ bool Server::Impl::stream_body(StreamJob& st, httplib::DataSink& sink) {
   metrics.observe("sluice_queue_wait_seconds", log.queue_wait);
 
   const auto t0 = Clock::now();
-  if (responses) {
-    json obj = responses_object(h, "in_progress", json::array(), nullptr);
-    send_event("response.created", {{"response", obj}});
-    send_event("response.in_progress", {{"response", obj}});
-    send_event("response.output_item.added", {{"output_index", 0}, {"item", responses_message(msg_id, "", false)}});
-    send_event("response.content_part.added",
-               {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0},
-                {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}});
-  } else if (chat) {
-    send(chat_chunk_json(h, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, g.include_usage));
-  }
+  send_stream_start(w, h, g, msg_id);
   Outcome out;
   try {
     auto tick = [&](size_t done, size_t total) {
@@ -520,37 +576,10 @@ bool Server::Impl::stream_body(StreamJob& st, httplib::DataSink& sink) {
   }
   const std::string finish = out.finish_reason();
   if (out.last.has_text() || !out.last.logprobs.empty()) send_piece(out.last, nullptr);
-  if (responses) {
-    ReplyBody b;
-    b.content = all_text;
-    b.finish_reason = finish;
-    b.usage = usage_of(out);
-    json done = responses_json(h, b, msg_id);
-    json item = done["output"][0];
-    send_event("response.output_text.done",
-               {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"text", all_text}});
-    send_event("response.content_part.done",
-               {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"part", item["content"][0]}});
-    send_event("response.output_item.done", {{"output_index", 0}, {"item", item}});
-    send_event(done["status"] == "completed" ? "response.completed" : "response.incomplete", {{"response", done}});
-    if (ok) sink.done();
-    return ok;
-  }
-  if (chat && !out.tool_calls.empty()) {
-    json calls = json::array();
-    for (size_t i = 0; i < out.tool_calls.size(); i++) {
-      json c = out.tool_calls[i];
-      c["index"] = i;
-      calls.push_back(c);
-    }
-    send(chat_chunk_json(h, {{"tool_calls", calls}}, nullptr, nullptr, g.include_usage));
-  }
-  if (chat)
-    send(chat_chunk_json(h, json::object(), nullptr, finish, g.include_usage));
+  if (responses)
+    send_responses_end(w, h, msg_id, all_text, finish, usage_of(out));
   else
-    send(completion_chunk_json(h, "", nullptr, finish, g.include_usage));
-  if (g.include_usage) send(usage_chunk_json(h, g.endpoint, usage_of(out)));
-  write("data: [DONE]\n\n");
+    send_chunks_end(w, h, g, out.tool_calls, finish, usage_of(out));
   if (ok) sink.done();
   return ok;
 }

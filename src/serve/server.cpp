@@ -252,6 +252,13 @@ void Server::Impl::finish_request(const httplib::Request& req, const httplib::Re
 }
 
 void Server::Impl::routes() {
+  connection_hooks();
+  get_routes();
+  post_routes();
+  refusal_routes();
+}
+
+void Server::Impl::connection_hooks() {
   // Waiting requests and slow clients hold a thread each; the spare ones answer 429s,
   // /health and idle keep-alive connections meanwhile.
   const size_t threads = size_t(std::max(opt.max_connections, opt.queue + 8));
@@ -296,7 +303,9 @@ void Server::Impl::routes() {
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     send_error(res, ApiError{500, "Internal server error.", "server_error", "", ""});
   });
+}
 
+void Server::Impl::get_routes() {
   http.Get("/health", [this](const httplib::Request& req, httplib::Response& res) {
     try {
       guard(req, true);
@@ -333,10 +342,16 @@ void Server::Impl::routes() {
       send_error(res, e);
     }
   });
-  const std::pair<const char*, Api> posts[] = {{"/v1/chat/completions", Api::chat_completions},
-                                               {"/v1/completions", Api::completions},
-                                               {"/v1/responses", Api::responses}};
-  for (auto& [path, api] : posts) {
+}
+
+namespace {
+const std::pair<const char*, Api> kPosts[] = {{"/v1/chat/completions", Api::chat_completions},
+                                              {"/v1/completions", Api::completions},
+                                              {"/v1/responses", Api::responses}};
+}  // namespace
+
+void Server::Impl::post_routes() {
+  for (auto& [path, api] : kPosts) {
     // With a body (the reader decodes it as it is read) ...
     http.Post(path, [this, api = api](const httplib::Request& req, httplib::Response& res,
                                       const httplib::ContentReader& reader) { handle_post(req, res, &reader, api); });
@@ -345,6 +360,9 @@ void Server::Impl::routes() {
       handle_post(req, res, nullptr, api);
     });
   }
+}
+
+void Server::Impl::refusal_routes() {
   // Any other request is refused, one with a body without reading it: cpp-httplib
   // would otherwise read it whole (chunked bodies without a size limit) before its 404.
   // A route asked with a method it does not answer gets 405 and an Allow header.
@@ -372,7 +390,7 @@ void Server::Impl::routes() {
   auto unknown_bodiless = [refuse_route](const httplib::Request& req, httplib::Response& res) {
     send_error(res, refuse_route(req, res));
   };
-  for (auto& [path, api] : posts) http.Get(path, unknown_bodiless);
+  for (auto& [path, api] : kPosts) http.Get(path, unknown_bodiless);
   http.Post(".*", unknown);
   http.Put(".*", unknown);
   http.Patch(".*", unknown);

@@ -245,7 +245,12 @@ struct Server::Impl {
             {"context_length", lim.context_length}, {"max_model_len", lim.context_length}};
   }
 
+  // The HTTP server's set-up (server.cpp): routes() runs the steps below in turn.
   void routes();
+  void connection_hooks();   // thread pool, socket options, request start/end, error pages
+  void get_routes();         // /health, /metrics, /v1/models
+  void post_routes();        // the generation APIs
+  void refusal_routes();     // 404/405 for the rest, bodies dropped unread
 
   // Checks, tokenizes and names a request; throws ApiError.
   Job prepare(const std::string& body, Api api);

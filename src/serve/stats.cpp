@@ -2,6 +2,7 @@
 #include "serve/server_impl.h"
 
 #include "base/read_fault.h"
+#include "kernels/device.h"
 
 namespace sluice::serve {
 
@@ -142,6 +143,10 @@ json Server::Impl::stats() const {
                       {"expert_cache", p.expert_cache}};
   // Weight reads: failing from a failed read until a forward pass succeeds.
   j["reads"] = {{"failing", reads.failing}, {"errors", reads.failures}, {"last_error", reads.last_error}};
+  if (model->backend) {  // a GPU's memory: in use on the card now, and at most (driver's total - free)
+    const DeviceReport d = device_report(*model->backend, false);
+    if (d.gpu) j["vram"] = {{"total_bytes", d.vram_total}, {"used_bytes", d.vram_used}, {"peak_bytes", d.vram_peak}};
+  }
   const ExpertStats& e = c.experts;
   j["experts"] = {{"fetched", e.fetched},       {"bytes_read", e.bytes_read},   {"cache_hits", e.cache_hits},
                   {"bytes_hit", e.bytes_hit},   {"prefetched", e.prefetched},   {"network_bytes", e.network_bytes}};

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -36,15 +37,23 @@ struct Arena {
   // Reserve every piece of one op first (reserve), then carve (take).
   size_t want = 0;
   void plan(size_t n) { want += (n + kAlign - 1) / kAlign * kAlign; }
-  void begin() {
+  // Grows to `want` (doubling when `room` allows); false, with nothing
+  // planned left, when `room` (bytes that may still be allocated) is short.
+  bool begin(size_t room = SIZE_MAX) {
     if (want > cap) {
+      const size_t have = room > SIZE_MAX - cap ? SIZE_MAX : cap + room;  // the old buffer goes first
+      if (want > have) {
+        want = 0;
+        return false;
+      }
       if (base) check(cudaFree(base), "cudaFree");
       base = nullptr;
-      cap = std::max(want, cap * 2);
+      cap = std::min(std::max(want, cap * 2), have);
       check(cudaMalloc(&base, cap), "cudaMalloc (scratch)");
     }
     used = 0;
     want = 0;
+    return true;
   }
   void* take(size_t n) {
     void* p = base + used;
@@ -116,6 +125,8 @@ struct State {
   std::unordered_map<const void*, Mirror> mirrors;
   Tier tier;
   StateCopies states;
+  VramLimits limits;
+  uint64_t vram_peak = 0;    // total - free at most, sampled at each allocation
   bool sequence_ops = true;  // the KDA recurrence and MLA attention here (SLUICE_CUDA_OPS)
   bool frag = true;          // MXFP4 in fragment order where the shape allows (SLUICE_CUDA_MXFP4)
   EntryStats stats;
@@ -130,6 +141,38 @@ struct State {
 State& st() {
   static State* s = new State;  // never destroyed: the entry may be called during static teardown
   return *s;
+}
+
+// What is in use on the card now (total - free), noted in the peak.
+size_t vram_used(State& s, size_t* total = nullptr) {
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  if (total) *total = total_b;
+  s.vram_peak = std::max<uint64_t>(s.vram_peak, total_b - free_b);
+  return total_b - free_b;
+}
+
+// May `n` more bytes be held (a mirror, a tier block, a state copy)? Under a
+// budget: what is in use plus n plus the arena's scratch within it; else
+// `keep` bytes left free.
+bool vram_room(State& s, size_t n, size_t keep) {
+  size_t total = 0;
+  const size_t used = vram_used(s, &total);
+  if (s.limits.budget < 0) return total - used >= n + keep;
+  return used + n + size_t(s.limits.scratch) <= size_t(s.limits.budget);
+}
+
+// The arena's begin under the budget (the scratch is its own).
+bool arena_begin(State& s) {
+  if (s.arena.want <= s.arena.cap) return s.arena.begin();  // no allocation
+  size_t room = SIZE_MAX;
+  if (s.limits.budget >= 0) {
+    const size_t used = vram_used(s);
+    room = used >= size_t(s.limits.budget) ? 0 : size_t(s.limits.budget) - used;
+  }
+  const bool ok = s.arena.begin(room);
+  if (ok) vram_used(s);
+  return ok;
 }
 
 // How a weight piece lies on the device: its host bytes as they are, or an
@@ -165,9 +208,8 @@ const void* mirrored(State& s, const void* p, size_t n, WeightOwner owner, const
     s.stats.resident_weights--, s.stats.resident_bytes -= it->second.bytes;
     s.mirrors.erase(it);
   }
-  size_t free_b = 0, total_b = 0;
-  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-  if (free_b < dev_n + (layout.frag ? n : 0) + kReserve) return nullptr;
+  if (s.limits.spine >= 0 && s.stats.resident_bytes + dev_n > uint64_t(s.limits.spine)) return nullptr;
+  if (!vram_room(s, dev_n + (layout.frag ? n : 0), kReserve)) return nullptr;
   void* d = nullptr;
   void* staging = nullptr;
   if (cudaMalloc(&d, dev_n) != cudaSuccess || (layout.frag && cudaMalloc(&staging, n) != cudaSuccess)) {
@@ -182,6 +224,7 @@ const void* mirrored(State& s, const void* p, size_t n, WeightOwner owner, const
     check(cudaStreamSynchronize(s.stream), "fragment order");
     check(cudaFree(staging), "cudaFree");
   }
+  vram_used(s);
   s.mirrors[p] = {d, dev_n, owner, layout.frag};
   s.stats.resident_weights++, s.stats.resident_bytes += dev_n;
   s.stats.resident_bytes_peak = std::max(s.stats.resident_bytes_peak, s.stats.resident_bytes);
@@ -223,15 +266,14 @@ bool tier_grow(State& s) {
     if (held + t.slot_bytes > size_t(t.budget)) return false;
     n = std::min(n, (size_t(t.budget) - held) / t.slot_bytes);
   }
-  size_t free_b = 0, total_b = 0;
-  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-  if (free_b < kReserve + t.slot_bytes) return false;
-  n = std::max<size_t>(1, std::min(n, (free_b - kReserve) / t.slot_bytes));
+  if (!vram_room(s, t.slot_bytes, kReserve)) return false;
+  while (n > 1 && !vram_room(s, n * t.slot_bytes, kReserve)) n /= 2;
   char* d = nullptr;
   if (cudaMalloc(&d, n * t.slot_bytes) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
+  vram_used(s);
   t.blocks.push_back(d);
   for (size_t i = 0; i < n; i++) {
     t.free.push_back(int(t.slots.size()));
@@ -279,6 +321,16 @@ int tier_get(State& s, uint64_t key, size_t bytes, bool* fresh) {
     t.call.push_back(slot);
   }
   return slot;
+}
+
+// A slot taken for a fill that will not happen: free again, its key forgotten.
+void tier_unfill(Tier& t, int slot) {
+  Tier::Slot& sl = t.slots[size_t(slot)];
+  t.slot_of.erase(sl.key);
+  sl.key = 0;
+  sl.in_call = false;
+  t.call.erase(std::find(t.call.begin(), t.call.end(), slot));
+  t.free.push_back(slot);
 }
 
 // The call is done with its slots: evictable again, most recent last.
@@ -360,16 +412,27 @@ void finish(State& s) {
   s.stats.gpu_calls++;
 }
 
+// A product the CPU entry runs instead (VramLimits): noted, the lock dropped.
+template <class F>
+void on_cpu(State& s, std::unique_lock<std::mutex>& lock, size_t weight_bytes, F&& f) {
+  s.stats.cpu_spill_calls++;
+  s.stats.cpu_spill_bytes += weight_bytes;
+  lock.unlock();
+  f();
+}
+
 void gpu_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::unique_lock<std::mutex> lock(s.mu);
   if (n <= 0 || W.rows <= 0) return;
-  const CallTimer timer{s};
   WeightPiece w{W.w, size_t(W.rows) * size_t(W.cols) * 2, W.owner};
   plan_weight(s, w);
+  auto cpu = [&] { on_cpu(s, lock, w.bytes, [&] { s.cpu->matmul_bf16(W, X, n, Y); }); };
+  if (!w.dev && s.limits.cpu_spill) return cpu();  // not on the GPU: the CPU from RAM
+  const CallTimer timer{s};
   s.arena.plan(size_t(n) * W.cols * sizeof(float));
   s.arena.plan(size_t(n) * W.rows * sizeof(float));
-  s.arena.begin();
+  if (!arena_begin(s)) return cpu();
   const uint16_t* dw = static_cast<const uint16_t*>(place_weight(s, w));
   s.stats.weight_bytes += w.bytes;
   s.up->fence(s.stream);
@@ -394,9 +457,15 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
     }
     return s.cpu->grouped_mxfp4(tasks, ntasks);
   }
-  std::lock_guard<std::mutex> lock(s.mu);
-  const CallTimer timer{s};
+  std::unique_lock<std::mutex> lock(s.mu);
   const int rows = W0.rows, cols = W0.cols;
+  const size_t all_bytes = size_t(ntasks) * (size_t(rows) * cols / 2 + size_t(rows) * cols / 32);
+  auto cpu = [&] { on_cpu(s, lock, all_bytes, [&] { s.cpu->grouped_mxfp4(tasks, ntasks); }); };
+  // Routed experts with --cpu-moe, and (spilling) transient weights that are
+  // no expert (a streamed piece): the CPU where they lie.
+  const bool expert = W0.owner == 0 && W0.content != 0;
+  if ((expert && s.limits.cpu_experts) || (s.limits.cpu_spill && W0.owner == 0 && !expert)) return cpu();
+  const CallTimer timer{s};
   // Fragment order (cuda.h) at the widths its kernel takes: every copy of
   // these matrices on the device (mirror, tier slot, arena) is permuted. The
   // layout follows from the shape (s.frag is fixed when the entry is made),
@@ -405,6 +474,11 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
   const size_t packed_bytes = size_t(rows) * cols / 2, scale_bytes = size_t(rows) * cols / 32;
   const DeviceLayout codes_layout{frag, true, rows, cols}, scale_layout{frag, false, rows, cols};
   const size_t scale_at = (codes_layout.dev_bytes(packed_bytes) + kAlign - 1) / kAlign * kAlign;  // in a tier slot
+  if (s.limits.cpu_spill && W0.owner != 0)
+    for (int i = 0; i < ntasks; i++)  // stable weights: all mirrored, or the CPU
+      if (!mirrored(s, tasks[i].W.packed, packed_bytes, tasks[i].W.owner, codes_layout) ||
+          !mirrored(s, tasks[i].W.scale, scale_bytes, tasks[i].W.owner, scale_layout))
+        return cpu();
   std::vector<WeightPiece> packed, scale;
   packed.reserve(size_t(ntasks)), scale.reserve(size_t(ntasks));
   std::vector<int> fresh_slot(size_t(ntasks), -1);  // tier slots to fill this call
@@ -434,7 +508,12 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
     plan_weight(s, packed.back());
     plan_weight(s, scale.back());
   }
-  s.arena.begin();
+  if (!arena_begin(s)) {  // no scratch within --vram: forget the slots not filled, the CPU computes
+    for (int i = 0; i < ntasks; i++)
+      if (fresh_slot[size_t(i)] >= 0) tier_unfill(s.tier, fresh_slot[size_t(i)]);
+    tier_end_call(s.tier);
+    return cpu();
+  }
   std::vector<MxTask> dev(static_cast<size_t>(ntasks));
   for (int i = 0; i < ntasks; i++) {
     const Mxfp4Task& t = tasks[i];
@@ -521,13 +600,16 @@ float* new_state_buffer(State& s, size_t floats) {
       if (it->second.used < victim->second.used) victim = it;
     return victim;
   };
-  while (!s.states.by_stamp.empty() && s.states.bytes + n > kStateCap) drop_state(s, lru());
+  const size_t cap = s.limits.state >= 0 ? size_t(s.limits.state) : kStateCap;
+  if (n > cap) return nullptr;
+  while (!s.states.by_stamp.empty() && s.states.bytes + n > cap) drop_state(s, lru());
   for (;;) {
-    size_t free_b = 0, total_b = 0;
-    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-    if (free_b >= n + kReserve / 2) {
+    if (vram_room(s, n, kReserve / 2)) {
       float* d = nullptr;
-      if (cudaMalloc(&d, n) == cudaSuccess) return d;
+      if (cudaMalloc(&d, n) == cudaSuccess) {
+        vram_used(s);
+        return d;
+      }
       cudaGetLastError();
     }
     if (s.states.by_stamp.empty()) return nullptr;
@@ -549,10 +631,15 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
     return;
   }
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
-  const CallTimer timer{s};
+  std::unique_lock<std::mutex> lock(s.mu);
   const int NH = d.heads, D = d.dim, C = NH * D;
   const size_t TC = size_t(T) * C, nS = size_t(NH) * D * D;
+  // The arena at its most (no state copy found or made) before anything
+  // advances: under --vram a chunk it cannot hold runs on the CPU entry.
+  s.arena.plan((5 * TC + size_t(T) * NH + 2 * nS) * sizeof(float));
+  if (!arena_begin(s))
+    return on_cpu(s, lock, 0, [&] { s.cpu->kda_chunk(d, w, S_from, S, conv, T, in, out, stamp); });
+  const CallTimer timer{s};
 
   // Host: every position's prepared rows (conv advances here).
   std::vector<float>& h = s.states.host;
@@ -581,7 +668,7 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
   if (out) s.arena.plan(TC * sizeof(float));
   if (!keep) s.arena.plan(nS * sizeof(float));
   if (!have && !in_place) s.arena.plan(nS * sizeof(float));
-  s.arena.begin();
+  arena_begin(s);  // within the cap reserved above
   float* dS = keep ? keep : static_cast<float*>(s.arena.take(nS * sizeof(float)));
   float* dF = in_place ? dS : have ? from_copy.dev : static_cast<float*>(s.arena.take(nS * sizeof(float)));
   if (!have) {  // the state's bits from the host
@@ -622,11 +709,20 @@ void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, i
     return;
   }
   State& s = st();
-  std::lock_guard<std::mutex> lock(s.mu);
-  const CallTimer timer{s};
+  std::unique_lock<std::mutex> lock(s.mu);
+  const size_t kv_bytes = size_t(d.heads) * (d.nope + d.v_dim) * d.kv_lora * 2;
+  if (s.limits.cpu_spill && !mirrored(s, kv_b.w, kv_bytes, kv_b.owner))  // kv_b not on the GPU: all on the CPU
+    return on_cpu(s, lock, kv_bytes, [&] { s.cpu->mla_attend(d, kv_b, cache, base, T, q, gate, att, stamp); });
   const int NH = d.heads, NOPE = d.nope, ROPE = d.rope, VD = d.v_dim, KVL = d.kv_lora;
   const int QH = NOPE + ROPE, KVW = KVL + ROPE, KVB = NOPE + VD;
   const size_t ld = size_t(base + T), rows = size_t(T) * NH, prefix = size_t(base) * KVW, need = ld * KVW;
+  // The arena at its most (the cache and kv_b in it), before any copy is
+  // taken: under --vram a call it cannot hold runs on the CPU entry.
+  for (size_t n : {need, rows * QH, rows * KVW, rows * ld, rows * KVL, rows * VD, kv_bytes / sizeof(float) + 1})
+    s.arena.plan(n * sizeof(float));
+  if (!arena_begin(s))
+    return on_cpu(s, lock, kv_bytes, [&] { s.cpu->mla_attend(d, kv_b, cache, base, T, q, gate, att, stamp); });
+  const CallTimer timer{s};
   const size_t cap = std::max<size_t>(2 * ld, 64) * KVW;  // a new copy's room: twice the rows
   // The cache's VRAM copy: rows 0..base-1 found by the stamp, the new rows
   // uploaded; else a new copy (room for twice the rows) uploaded whole, or
@@ -649,7 +745,7 @@ void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, i
   plan_weight(s, w);
   for (size_t n : {c.dev ? 0 : need, rows * QH, rows * KVW, rows * ld, rows * KVL, rows * VD})
     s.arena.plan(n * sizeof(float));
-  s.arena.begin();
+  arena_begin(s);  // within the cap reserved above
   const uint16_t* dw = static_cast<const uint16_t*>(place_weight(s, w));
   s.up->fence(s.stream);
   float* dcache = c.dev ? c.dev : static_cast<float*>(s.arena.take(need * sizeof(float)));
@@ -750,6 +846,8 @@ Ceilings measure_ceilings() {
   std::lock_guard<std::mutex> lock(s.mu);
   Ceilings c;
   const size_t read_bytes = size_t(2) << 30;
+  // Under --vram, only when the 2 GiB buffer fits beside what is in use (else zeros: not measured).
+  if (s.limits.budget >= 0 && vram_used(s) + read_bytes + (size_t(64) << 20) > size_t(s.limits.budget)) return c;
   char* buf = nullptr;
   uint32_t* sink = nullptr;
   cudaEvent_t a = nullptr, b = nullptr;
@@ -908,6 +1006,24 @@ EntryStats entry_stats() {
   std::lock_guard<std::mutex> lock2(s.pinned_mu);
   r.pinned_host_bytes = s.pinned_bytes;
   return r;
+}
+
+void set_vram_limits(const VramLimits& limits) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.limits = limits;
+}
+
+VramUse vram_use() {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  VramUse u;
+  if (!s.cpu) return u;
+  size_t total = 0;
+  u.used = vram_used(s, &total);
+  u.total = total;
+  u.peak = s.vram_peak;
+  return u;
 }
 
 void set_vram_experts(int64_t bytes) {

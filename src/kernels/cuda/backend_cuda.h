@@ -52,6 +52,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/device.h"
 
 namespace sluice::cuda {
 
@@ -81,6 +82,8 @@ struct EntryStats {
   uint64_t mla_cache_hits = 0;    // of which found their latent cache in VRAM (only new rows uploaded)
   uint64_t mla_cache_uploaded_bytes = 0;  // latent cache bytes uploaded
   uint64_t state_bytes = 0;       // VRAM the sequence-state copies (KDA states, MLA caches) hold now
+  uint64_t cpu_spill_calls = 0;   // products the CPU entry ran on a weight the GPU does not hold (VramLimits)
+  uint64_t cpu_spill_bytes = 0;   // their weight bytes
 };
 EntryStats entry_stats();
 
@@ -89,6 +92,21 @@ EntryStats entry_stats();
 // (2 GiB) for the spine's mirrors and scratch; 0 turns it off (every expert
 // uploaded per call: the streamed case); else at most that many bytes.
 void set_vram_experts(int64_t bytes);
+
+// The VRAM placement (k3/placement.h: `--vram`, `--gpu-layers`, `--gpu-spill`,
+// `--cpu-moe`). With a budget, every allocation of the entry (mirrors, tier
+// blocks, state copies, the per-call arena) is made only while what is in use
+// on the card (cudaMemGetInfo's total - free: the context and anything else on
+// it too) stays within it; mirrors, tier and states leave `scratch` of it for
+// the arena. A call whose arena does not fit runs on the CPU entry.
+// (VramLimits: kernels/device.h.)
+void set_vram_limits(const VramLimits& limits);
+// What is in use on the card now and at most since the entry was made
+// (total - free, sampled at each of the entry's allocations), its total.
+struct VramUse {
+  uint64_t total = 0, used = 0, peak = 0;
+};
+VramUse vram_use();
 
 // The GPU's ceilings, measured now (about a second; for bench --device
 // cuda): a pure-read kernel over 2 GiB (16-byte loads) and ~512 MiB of

@@ -1,4 +1,4 @@
-// pack/pack_test_util.h — what the pack tests share: a scratch copy of the
+// tests/support/pack_test_util.h — what the pack tests share: a scratch copy of the
 // k3-tiny fixture model (a pack goes beside its shards), an error catcher, and
 // the damaged-pack check every spine format runs.
 #pragma once

@@ -1,0 +1,63 @@
+#include "cli/vram_option.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "base/bytes.h"
+#include "k3/placement.h"
+#include "kernels/device.h"
+
+namespace sluice::cli {
+
+void add_vram_options(CLI::App& sub, VramArgs& a) {
+  sub.add_option("--vram", a.vram,
+                 "With the GPU: what may be in use on it, e.g. 24G (the context and anything else on the card "
+                 "count); the plan splits it among scratch, state, the spine's first layers and the expert tier");
+  sub.add_option("--gpu-layers", a.gpu_layers, "With the GPU: only the spine of layers < N in VRAM (N > layers: the head too)")
+      ->check(CLI::Range(0, 1 << 20));
+  sub.add_option("--gpu-spill", a.gpu_spill,
+                 "With the GPU: a matrix it does not hold is computed by the CPU from RAM (cpu, the default) or "
+                 "uploaded for every call (upload)")
+      ->check(CLI::IsMember({"cpu", "upload"}));
+  sub.add_flag("--cpu-moe", a.cpu_moe, "With the GPU: routed experts are computed by the CPU where they lie");
+}
+
+void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, ModelOptions& o) {
+  if (!a.given()) return;
+  const uint64_t vram = a.vram.empty() ? 0 : parse_byte_size(a.vram, "--vram");  // bad input: an error on any device
+  if (!o.backend || std::strcmp(o.backend->name, "cuda") != 0) {
+    std::fprintf(stderr, "sluice: note: --vram, --gpu-layers, --gpu-spill and --cpu-moe are ignored with the CPU "
+                         "(--device cpu, or no GPU)\n");
+    return;
+  }
+  const Backend* backend = o.backend;
+  o.on_placement = [a, vram, quiet, expert_tier_given, backend](const Checkpoint& ck, const Spine& spine,
+                                                               const MemoryPlan& plan) {
+    const VramNow now = vram_now(*backend);
+    PlacementRequest r = placement_request(ck, spine, plan);
+    r.vram = vram ? vram : now.total - std::min<uint64_t>(now.total, uint64_t(2) << 30);  // default: less the reserve
+    r.overhead = now.used;  // the context and modules, and whatever else is on the card now
+    r.gpu_layers = a.gpu_layers;
+    r.cpu_moe = a.cpu_moe;
+    r.upload_spill = a.gpu_spill == "upload";
+    GpuRates rates;  // unmeasured: experts the tier misses go to the GPU unless --cpu-moe
+    const Placement p = plan_placement(r, rates);
+    VramLimits l;
+    l.budget = int64_t(p.vram);
+    l.spine = int64_t(p.spine_gpu);
+    l.state = int64_t(p.state);
+    l.scratch = int64_t(p.scratch);
+    l.cpu_spill = !p.upload_spill;
+    l.cpu_experts = !p.experts_gpu;
+    set_vram_limits(l);
+    if (!expert_tier_given) set_vram_expert_budget(int64_t(p.tier));
+    if (!quiet) {
+      if (now.used > p.vram)
+        std::fprintf(stderr, "sluice: warning: --vram %s is below what the card already holds (%s): the CPU computes\n",
+                     format_bytes(p.vram).c_str(), format_bytes(now.used).c_str());
+      std::fprintf(stderr, "sluice: placement: %s\n", describe_placement(p, ck.config.num_hidden_layers).c_str());
+    }
+  };
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,37 @@
+// cli/vram_option.h — the GPU placement flags every command that opens a model
+// shares (run, logits, bench, serve, perplexity), and applying them:
+//
+//   --vram SIZE          what may be in use on the GPU (k3/placement.h splits it)
+//   --gpu-layers N       only layers < N of the spine in VRAM (llama.cpp's -ngl)
+//   --gpu-spill cpu|upload  a matrix the GPU does not hold: computed by the CPU
+//                        from RAM (default), or uploaded per call (the old way)
+//   --cpu-moe            routed experts computed by the CPU where they lie
+// With none of them the CUDA entry works as before (mirrors while VRAM is
+// free less its reserve, the rest uploaded per call). With --device cpu they
+// are ignored, with a note.
+#pragma once
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "k3/model.h"
+
+namespace sluice::cli {
+
+struct VramArgs {
+  std::string vram;            // empty: not given
+  int gpu_layers = -1;         // -1: the plan picks
+  std::string gpu_spill;       // cpu|upload, empty: cpu
+  bool cpu_moe = false;
+  bool given() const { return !vram.empty() || gpu_layers >= 0 || !gpu_spill.empty() || cpu_moe; }
+};
+
+void add_vram_options(CLI::App& sub, VramArgs& a);
+
+// Sets o.on_placement when the flags ask for a placement on a GPU entry
+// (o.backend): it plans (k3/placement.h), hands the CUDA entry its limits, and
+// prints "sluice: placement: ..." on stderr unless quiet. expert_tier_given:
+// --vram-experts was given (the tier is then its, not the plan's).
+void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, ModelOptions& o);
+
+}  // namespace sluice::cli

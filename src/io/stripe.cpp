@@ -1,0 +1,394 @@
+#include "io/stripe.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <algorithm>
+#include <sstream>
+
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "checkpoint/shard_stamp.h"
+#include "io/aligned_buffer.h"
+
+namespace sluice {
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr char kTrailerMagic[8] = {'S', 'L', 'S', 'T', 'R', 'I', 'P', '1'};
+constexpr uint64_t kTrailer = 16;
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull, kFnvPrime = 0x100000001b3ull;
+
+// FNV-1a over 64-bit words (then the tail bytes): a checksum, fast enough to
+// run over every byte written.
+uint64_t fnv1a64(uint64_t h, const uint8_t* p, uint64_t n) {
+  uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * kFnvPrime;
+  }
+  for (; i < n; i++) h = (h ^ p[i]) * kFnvPrime;
+  return h;
+}
+
+std::string hex16(uint64_t v) {
+  char s[17];
+  std::snprintf(s, sizeof s, "%016llx", (unsigned long long)v);
+  return s;
+}
+
+std::string model_name(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  return base_name(d);
+}
+
+std::string stripe_folder(const std::string& drive, const std::string& dir) {
+  return drive + "/sluice-stripe-" + model_name(dir);
+}
+
+bool file_has_size(const std::string& path, uint64_t bytes) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) == bytes;
+}
+
+// The trailer's hash, or throws naming the file.
+uint64_t trailer_hash(const std::string& path, uint64_t bytes) {
+  uint8_t t[kTrailer];
+  read_exact(path, t, kTrailer, bytes - kTrailer);
+  if (std::memcmp(t + 8, kTrailerMagic, 8) != 0) fail(path, "not a stripe file (no trailer)");
+  uint64_t h;
+  std::memcpy(&h, t, 8);
+  return h;
+}
+
+void write_file(const Checkpoint& ck, const Stripe& s, StripeFile& f, const std::function<void(uint64_t)>& done) {
+  AtomicFile w(f.path, {.temp = f.path + ".tmp." + std::to_string(::getpid())});
+  w.reserve(f.bytes);
+  AlignedBuffer buf(s.stride);
+  uint64_t h = kFnvBasis;
+  for (int e : f.experts) {
+    const FileSpan& src = ck.experts[size_t(f.layer)][size_t(e)];
+    std::memset(buf.data(), 0, s.stride);
+    read_exact(ck.shard_paths[size_t(src.file)], buf.data(), src.length, src.offset);
+    h = fnv1a64(h, buf.data(), src.length);
+    w.write(buf.data(), s.stride);
+    done(src.length);
+  }
+  uint8_t t[kTrailer];
+  std::memcpy(t, &h, 8);
+  std::memcpy(t + 8, kTrailerMagic, 8);
+  w.write(t, kTrailer);
+  w.commit(int64_t(f.bytes));
+  f.hash = h;
+}
+
+json manifest_json(const Stripe& s, const json& shards) {
+  json j = {{"format", "sluice-stripe"}, {"version", 1}, {"shards", shards}, {"span_bytes", s.span_bytes},
+            {"stride", s.stride}, {"drives", json::array()}, {"files", json::array()}};
+  for (const StripeDrive& d : s.drives) j["drives"].push_back({{"path", d.path}, {"weight", d.weight}});
+  for (const StripeFile& f : s.files)
+    j["files"].push_back({{"drive", f.drive}, {"layer", f.layer}, {"experts", f.experts}, {"path", f.path},
+                          {"bytes", f.bytes}, {"fnv1a64", hex16(f.hash)}});
+  return j;
+}
+
+json read_manifest(const std::string& dir) {
+  const std::string path = stripe_manifest_path(dir);
+  std::ifstream in(path);
+  if (!in) fail(path, "cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    json j = json::parse(ss.str());
+    if (j.at("format") != "sluice-stripe") fail(path, "not a stripe manifest");
+    if (j.at("version") != 1) fail(path, "unsupported stripe version " + j.at("version").dump());
+    return j;
+  } catch (const json::exception& e) {
+    fail(path, std::string("stripe manifest is malformed: ") + e.what());
+  }
+}
+
+// Drive files of an earlier stripe that the new one does not name.
+void remove_unnamed(const Stripe& now, const std::vector<std::string>& folders) {
+  std::set<std::string> keep;
+  for (const StripeFile& f : now.files) keep.insert(f.path);
+  for (const std::string& folder : folders) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(folder, ec)) {
+      const std::string p = entry.path().string();
+      if (p.size() > 6 && p.compare(p.size() - 6, 6, ".spans") == 0 && !keep.count(p)) fs::remove(p, ec);
+    }
+  }
+}
+
+}  // namespace
+
+std::string stripe_manifest_path(const std::string& dir) { return dir + "/stripe.json"; }
+
+std::vector<StripeDrive> parse_drives(const std::string& list) {
+  std::vector<StripeDrive> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    StripeDrive d;
+    const size_t colon = item.rfind(':');
+    d.path = item.substr(0, colon);
+    d.weight = 0;
+    if (colon != std::string::npos) {
+      try {
+        size_t used = 0;
+        d.weight = std::stod(item.substr(colon + 1), &used);
+        if (used != item.size() - colon - 1 || !(d.weight > 0)) throw std::invalid_argument("");
+      } catch (const std::exception&) {
+        fail("--drives", "'" + item + "': the weight after ':' must be a positive number");
+      }
+    }
+    while (d.path.size() > 1 && d.path.back() == '/') d.path.pop_back();
+    if (d.path.empty()) fail("--drives", "an empty drive path in '" + list + "'");
+    out.push_back(d);
+  }
+  if (out.empty()) fail("--drives", "name at least one drive folder");
+  return out;
+}
+
+std::vector<int> place_experts(int experts, const std::vector<double>& weights) {
+  std::vector<int> where(static_cast<size_t>(experts), 0), count(weights.size(), 0);
+  for (int e = 0; e < experts; e++) {
+    size_t best = 0;  // the next expert goes where it leaves the least load per weight
+    for (size_t d = 1; d < weights.size(); d++)
+      if (double(count[d] + 1) / weights[d] < double(count[best] + 1) / weights[best]) best = d;
+    where[size_t(e)] = int(best);
+    count[best]++;
+  }
+  return where;
+}
+
+StripedRate striped_rate(const std::string& list, int experts) {
+  std::vector<double> rates;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    double r = 0;
+    try {
+      size_t used = 0;
+      r = std::stod(item, &used);
+      if (used != item.size()) r = 0;
+    } catch (const std::exception&) {
+    }
+    if (!(r > 0)) fail("--disk-gbps", "'" + item + "' is not a positive rate in GB/s");
+    rates.push_back(r);
+  }
+  if (rates.empty()) fail("--disk-gbps", "give one rate per drive, e.g. 7 or 7,7,3.5");
+  if (rates.size() == 1 || experts < 1) return {rates[0], rates.size(), {}};
+  const std::vector<int> where = place_experts(experts, rates);
+  std::vector<int> count(rates.size(), 0);
+  for (int d : where) count[size_t(d)]++;
+  double slowest = 0;  // a layer's experts arrive when the busiest drive has read its share
+  for (size_t d = 0; d < rates.size(); d++) slowest = std::max(slowest, double(count[d]) / rates[d]);
+  StripedRate r{double(experts) / slowest, rates.size(), {}};
+  for (size_t d = 0; d < rates.size(); d++) r.placement += (d ? "/" : "") + std::to_string(count[d]);
+  return r;
+}
+
+Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives) {
+  Stripe s;
+  s.dir = ck.dir;
+  s.drives = drives;
+  s.span_bytes = ck.config.expert_span_bytes();
+  s.stride = align_up(s.span_bytes, kIoAlign);
+  for (const StripeDrive& d : drives)
+    if (!(d.weight > 0)) fail(d.path, "drive weight must be positive");
+  const std::string stamps = shard_stamps_json(ck).dump();
+  for (size_t l = 0; l < ck.experts.size(); l++) {
+    if (ck.experts[l].empty()) continue;
+    // Each layer on its own, so every layer's experts split in proportion.
+    std::vector<double> weights;
+    for (const StripeDrive& d : drives) weights.push_back(d.weight);
+    const std::vector<int> where = place_experts(int(ck.experts[l].size()), weights);
+    std::vector<std::vector<int>> on(drives.size());
+    for (int e = 0; e < int(where.size()); e++) on[size_t(where[size_t(e)])].push_back(e);
+    for (size_t d = 0; d < drives.size(); d++) {
+      if (on[d].empty()) continue;
+      StripeFile f;
+      f.drive = int(d);
+      f.layer = int(l);
+      f.experts = on[d];
+      std::string key = stamps + "/" + std::to_string(s.span_bytes) + "/" + std::to_string(l);
+      for (int e : on[d]) key += "," + std::to_string(e);
+      const uint64_t k = fnv1a64(kFnvBasis, reinterpret_cast<const uint8_t*>(key.data()), key.size());
+      f.path = stripe_folder(drives[d].path, ck.dir) + "/L" + std::to_string(l) + "." + hex16(k) + ".spans";
+      f.bytes = s.stride * on[d].size() + kTrailer;
+      s.files.push_back(std::move(f));
+    }
+  }
+  return s;
+}
+
+StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives,
+                          const std::function<void(uint64_t, uint64_t)>& progress) {
+  Stripe s = plan_stripe(ck, drives);
+  StripeResult r;
+  r.drive_bytes.assign(drives.size(), 0);
+  std::vector<std::string> old_folders;
+  std::set<std::string> old_paths;
+  if (fs::exists(stripe_manifest_path(ck.dir))) {
+    try {
+      const json old = read_manifest(ck.dir);
+      for (const json& f : old.at("files")) old_paths.insert(f.at("path").get<std::string>());
+      for (const json& d : old.at("drives"))
+        old_folders.push_back(stripe_folder(d.at("path").get<std::string>(), ck.dir));
+    } catch (const std::exception&) {  // a damaged manifest is written again below
+    }
+  }
+  uint64_t total = 0, done = 0;
+  for (const StripeFile& f : s.files) total += s.span_bytes * f.experts.size();
+  for (StripeFile& f : s.files) {
+    const std::string folder = parent_dir(f.path);
+    fs::create_directories(folder);
+    remove_dead_temps(folder, base_name(f.path) + ".tmp.");
+    r.drive_bytes[size_t(f.drive)] += s.span_bytes * f.experts.size();
+    if (file_has_size(f.path, f.bytes)) {
+      f.hash = trailer_hash(f.path, f.bytes);
+      r.kept++;
+      done += s.span_bytes * f.experts.size();
+      if (progress) progress(done, total);
+      continue;
+    }
+    write_file(ck, s, f, [&](uint64_t n) {
+      done += n;
+      if (progress) progress(done, total);
+    });
+    r.written++;
+    r.bytes_written += f.bytes;
+  }
+  bool same = old_paths.size() == s.files.size();
+  for (const StripeFile& f : s.files) same = same && old_paths.count(f.path);
+  r.up_to_date = same && r.written == 0;
+  if (!r.up_to_date) write_file_atomic(stripe_manifest_path(ck.dir), manifest_json(s, shard_stamps_json(ck)).dump(1) + "\n");
+  for (const StripeDrive& d : drives) old_folders.push_back(stripe_folder(d.path, ck.dir));
+  remove_unnamed(s, old_folders);
+  return r;
+}
+
+Stripe read_stripe(const std::string& dir) {
+  const json j = read_manifest(dir);
+  Stripe s;
+  s.dir = dir;
+  try {
+    s.span_bytes = j.at("span_bytes").get<uint64_t>();
+    s.stride = j.at("stride").get<uint64_t>();
+    for (const json& d : j.at("drives")) s.drives.push_back({d.at("path").get<std::string>(), d.at("weight").get<double>()});
+    for (const json& jf : j.at("files")) {
+      StripeFile f;
+      f.drive = jf.at("drive").get<int>();
+      f.layer = jf.at("layer").get<int>();
+      f.experts = jf.at("experts").get<std::vector<int>>();
+      f.path = jf.at("path").get<std::string>();
+      f.bytes = jf.at("bytes").get<uint64_t>();
+      f.hash = std::stoull(jf.at("fnv1a64").get<std::string>(), nullptr, 16);
+      if (f.drive < 0 || f.drive >= int(s.drives.size()) || f.bytes != s.stride * f.experts.size() + kTrailer)
+        fail(stripe_manifest_path(dir), "stripe manifest is inconsistent (file " + f.path + ")");
+      s.files.push_back(std::move(f));
+    }
+  } catch (const json::exception& e) {
+    fail(stripe_manifest_path(dir), std::string("stripe manifest is malformed: ") + e.what());
+  }
+  return s;
+}
+
+StripeUse apply_stripe(Checkpoint& ck) {
+  StripeUse u;
+  const std::string manifest = stripe_manifest_path(ck.dir);
+  if (!fs::exists(manifest)) return u;
+  u.present = true;
+  const std::string stale = shard_stamps_differ(read_manifest(ck.dir).at("shards"), ck);
+  if (!stale.empty()) {
+    u.warnings.push_back(manifest + ": stripe is stale (" + stale + "); reading the experts from the shards; run `sluice stripe --model " +
+                         ck.dir + " --drives ...` again");
+    return u;
+  }
+  const Stripe s = read_stripe(ck.dir);
+  if (s.span_bytes != ck.config.expert_span_bytes()) fail(manifest, "stripe span size differs from the checkpoint's");
+  std::map<int, int> missing;  // drive -> files not usable
+  for (const StripeFile& f : s.files) {
+    if (f.layer < 0 || f.layer >= int(ck.experts.size()) || ck.experts[size_t(f.layer)].empty())
+      fail(manifest, "stripe names layer " + std::to_string(f.layer) + ", which has no routed experts");
+    if (!file_has_size(f.path, f.bytes)) {
+      missing[f.drive]++;
+      continue;
+    }
+    const int id = int(ck.shard_paths.size());
+    ck.shard_paths.push_back(f.path);
+    ck.shard_sizes.push_back(f.bytes);
+    for (size_t i = 0; i < f.experts.size(); i++) {
+      const int e = f.experts[i];
+      if (e < 0 || e >= int(ck.experts[size_t(f.layer)].size())) fail(manifest, "stripe names expert " + std::to_string(e));
+      ck.experts[size_t(f.layer)][size_t(e)] = {id, s.stride * i, s.span_bytes};
+    }
+    u.files_used++;
+  }
+  for (const auto& [d, n] : missing)
+    u.warnings.push_back("drive " + s.drives[size_t(d)].path + ": " + std::to_string(n) +
+                         " stripe file(s) missing or cut short; reading their experts from the shards");
+  return u;
+}
+
+namespace {
+// Throws naming the file unless it is whole and holds the shards' bytes.
+void check_file(const Checkpoint& ck, const Stripe& s, const StripeFile& f) {
+  if (!file_has_size(f.path, f.bytes)) fail(f.path, "missing or of the wrong size (drive " + s.drives[size_t(f.drive)].path + ")");
+  if (trailer_hash(f.path, f.bytes) != f.hash) fail(f.path, "trailer checksum differs from the manifest's");
+  AlignedBuffer mine(s.stride), theirs(s.stride);
+  uint64_t h = kFnvBasis;
+  for (size_t i = 0; i < f.experts.size(); i++) {
+    const FileSpan& src = ck.experts[size_t(f.layer)][size_t(f.experts[i])];
+    read_exact(f.path, mine.data(), s.span_bytes, s.stride * i);
+    h = fnv1a64(h, mine.data(), s.span_bytes);
+    read_exact(ck.shard_paths[size_t(src.file)], theirs.data(), src.length, src.offset);
+    if (std::memcmp(mine.data(), theirs.data(), s.span_bytes) != 0)
+      fail(f.path, "expert " + std::to_string(f.experts[i]) + " of layer " + std::to_string(f.layer) +
+                       " differs from the shards (drive " + s.drives[size_t(f.drive)].path + ")");
+  }
+  if (h != f.hash) fail(f.path, "bytes fail their checksum");
+}
+}  // namespace
+
+std::vector<std::string> verify_stripe(const Checkpoint& ck, bool repair) {
+  std::vector<std::string> problems;
+  const Stripe s = read_stripe(ck.dir);
+  const std::string stale = shard_stamps_differ(read_manifest(ck.dir).at("shards"), ck);
+  if (!stale.empty()) problems.push_back(stripe_manifest_path(ck.dir) + ": stripe is stale (" + stale + ")");
+  for (const StripeFile& f : s.files) {
+    try {
+      check_file(ck, s, f);
+    } catch (const Error& e) {
+      problems.push_back(e.what());
+      if (repair) fs::remove(f.path);  // written again below
+    }
+  }
+  if (repair && !problems.empty()) {
+    write_stripe(ck, s.drives);
+    return verify_stripe(ck, false);
+  }
+  return problems;
+}
+
+int stripe_drive_of(const Stripe& s, const std::string& path) {
+  for (const StripeFile& f : s.files)
+    if (f.path == path) return f.drive;
+  return -1;
+}
+
+}  // namespace sluice

@@ -1,0 +1,111 @@
+// io/stripe.h — a model's routed experts laid over several drives.
+//
+// `sluice stripe` copies every routed expert span (one read each, never
+// split) to one of the drives, in proportion to the drives' weights (their
+// O_DIRECT rates), so a token's expert reads spread over every drive and the
+// model reads at the sum of their bandwidths. Per drive and MoE layer one file,
+//   DRIVE/sluice-stripe-<model folder name>/L<layer>.<key>.spans
+// holds that layer's experts placed there, each at a 4096-aligned stride
+// (one O_DIRECT read, no bounce), then a 16-byte trailer: u64 FNV-1a of the
+// span bytes, "SLSTRIP1". <key> hashes the shards' stamps and the experts the
+// file holds, so a file with its final name (written atomically) is whole and
+// current: a run killed or stopped by a full disk keeps the files it finished
+// and the next run writes only the rest.
+//
+// DIR/stripe.json (written last, atomically) names them:
+//   {"format": "sluice-stripe", "version": 1, "shards": [shard stamps,
+//    checkpoint/shard_stamp.h], "span_bytes": N, "stride": N,
+//    "drives": [{"path", "weight"}],
+//    "files": [{"drive", "layer", "experts": [e, ...], "path", "bytes", "fnv1a64"}]}
+// Opening a model applies it (apply_stripe): the experts it places are read
+// from the drive files (appended to the checkpoint's file list); a stale
+// manifest (a shard changed), or a drive file missing or of the wrong size,
+// leaves those experts on the shards, with a warning naming the drive.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+
+namespace sluice {
+
+struct StripeDrive {
+  std::string path;   // a folder on the drive
+  double weight = 1;  // share of the experts, relative to the other drives
+};
+
+struct StripeFile {
+  int drive = 0, layer = 0;
+  std::vector<int> experts;  // in file order
+  std::string path;
+  uint64_t bytes = 0;  // the whole file, trailer included
+  uint64_t hash = 0;   // FNV-1a of the span bytes (0 until written or read back)
+};
+
+struct Stripe {
+  std::string dir;  // the model
+  std::vector<StripeDrive> drives;
+  uint64_t span_bytes = 0, stride = 0;
+  std::vector<StripeFile> files;
+};
+
+// DIR/stripe.json.
+std::string stripe_manifest_path(const std::string& dir);
+
+// "PATH[:WEIGHT],PATH[:WEIGHT],..." (weight 0: not given); throws naming --drives.
+std::vector<StripeDrive> parse_drives(const std::string& list);
+
+// The drive (index into weights) of each of `experts` experts of a layer:
+// shares in proportion to the weights, deterministic.
+std::vector<int> place_experts(int experts, const std::vector<double>& weights);
+
+// `sluice plan --disk-gbps 7,7,3.5`: the rate a layer's experts arrive at
+// when placed as place_experts does (the busiest drive's share sets it).
+struct StripedRate {
+  double gbps = 0;
+  size_t drives = 1;
+  std::string placement;  // experts per layer on each drive, "128/128/128"; empty for one drive
+};
+// Throws naming --disk-gbps for a rate that is not a positive number.
+StripedRate striped_rate(const std::string& list, int experts);
+
+// Where each expert of ck goes (weighted, deterministic), and the files' names.
+Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives);
+
+struct StripeResult {
+  bool up_to_date = false;  // the manifest and every file were already there
+  int written = 0, kept = 0;
+  uint64_t bytes_written = 0;
+  std::vector<uint64_t> drive_bytes;  // span bytes placed on each drive
+};
+// Writes the files plan_stripe names that are not there yet, then the
+// manifest; removes the drive files of an earlier stripe of DIR that the new
+// one does not name. progress(done, total) counts span bytes.
+StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives,
+                          const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+// Reads DIR/stripe.json; throws naming it when malformed.
+Stripe read_stripe(const std::string& dir);
+
+struct StripeUse {
+  bool present = false;  // DIR/stripe.json exists
+  int files_used = 0;    // drive files the experts now point at
+  std::vector<std::string> warnings;
+};
+// Points ck's expert spans at the drive files of DIR/stripe.json (when there
+// is one): they are appended to ck.shard_paths / shard_sizes. Call after
+// anything that checks the shard list (a spine pack's binding).
+StripeUse apply_stripe(Checkpoint& ck);
+
+// Every drive file: present, its size, its trailer, and its span bytes
+// against the shards' (bit-exact). Returns problems, each naming the file.
+// repair: a stale manifest is made again and bad files are written again
+// from the shards; returns what remains wrong after that.
+std::vector<std::string> verify_stripe(const Checkpoint& ck, bool repair = false);
+
+// Which drive of the stripe `path` (a file of ck.shard_paths) lives on: -1 for a shard.
+int stripe_drive_of(const Stripe& s, const std::string& path);
+
+}  // namespace sluice

@@ -1,0 +1,127 @@
+// Stripes (io/stripe.h): placement by weight, logits bit-identical striped and
+// unstriped (resident and streamed spine), a missing drive falls back to the
+// shards naming the drive, damage is found by verify, and a full disk or a
+// killed run leaves the model usable and the next run resumes.
+#include "io/stripe.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "base/disk_full_test_util.h"
+#include "engine/session_test_util.h"
+#include "k3/model.h"
+#include "support/pack_test_util.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+using pack_test::TempModel;
+
+struct Drives {
+  fs::path root;
+  explicit Drives(const std::string& name) : root(fs::path(SLUICE_BINARY).parent_path() / name) {
+    fs::remove_all(root);
+    fs::create_directories(root);
+  }
+  ~Drives() { fs::remove_all(root); }
+  std::vector<StripeDrive> two(double a, double b) const { return {{(root / "a").string(), a}, {(root / "b").string(), b}}; }
+};
+
+std::vector<float> logits(const std::string& dir, uint64_t budget, bool no_stripe) {
+  ModelOptions o;
+  o.ram_budget = budget;
+  o.max_context = 256;
+  o.no_stripe = no_stripe;
+  auto m = open_model(dir, o);
+  return run_all(*m, {448, 259, 309, 17}, true);
+}
+
+TEST(Stripe, ExpertsSplitByWeightAndLogitsAreBitIdentical) {
+  TempModel t("stripe-test-logits");
+  Drives d("stripe-test-logits-drives");
+  const Checkpoint ck = open_checkpoint(t.dir.string());
+  const StripeResult r = write_stripe(ck, d.two(2, 1));
+  EXPECT_FALSE(r.up_to_date);
+  ASSERT_EQ(r.drive_bytes.size(), 2u);
+  const double share = double(r.drive_bytes[0]) / double(r.drive_bytes[0] + r.drive_bytes[1]);
+  EXPECT_NEAR(share, 2.0 / 3, 0.05);
+  EXPECT_TRUE(write_stripe(ck, d.two(2, 1)).up_to_date);
+  EXPECT_TRUE(verify_stripe(ck).empty());
+
+  Checkpoint striped = ck;
+  const StripeUse u = apply_stripe(striped);
+  EXPECT_TRUE(u.present);
+  EXPECT_GT(u.files_used, 0);
+  EXPECT_TRUE(u.warnings.empty());
+  for (size_t l = 0; l < striped.experts.size(); l++)
+    for (const FileSpan& s : striped.experts[l]) EXPECT_GE(s.file, int(ck.shard_paths.size()));
+  for (uint64_t budget : {uint64_t(0), uint64_t(2) << 20})  // resident spine; streamed
+    EXPECT_EQ(logits(t.dir.string(), budget, false), logits(t.dir.string(), budget, true)) << budget;
+}
+
+TEST(Stripe, MissingDriveFallsBackNamingItAndDamageIsFound) {
+  TempModel t("stripe-test-missing");
+  Drives d("stripe-test-missing-drives");
+  const Checkpoint ck = open_checkpoint(t.dir.string());
+  write_stripe(ck, d.two(1, 1));
+  const std::vector<float> want = logits(t.dir.string(), 0, true);
+  // Damage every file of drive b: verify names it, and reads through the stripe differ.
+  const Stripe s = read_stripe(t.dir.string());
+  for (const StripeFile& f : s.files)
+    if (f.drive == 1)
+      for (size_t i = 0; i < f.experts.size(); i++) pack_test::flip_bit(f.path, s.stride * i + 100);
+  const auto problems = verify_stripe(ck);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].find((d.root / "b").string()), std::string::npos) << problems[0];
+  EXPECT_NE(logits(t.dir.string(), 0, false), want);
+  fs::remove_all(d.root / "b");
+  Checkpoint striped = ck;
+  const StripeUse u = apply_stripe(striped);
+  ASSERT_EQ(u.warnings.size(), 1u);
+  EXPECT_NE(u.warnings[0].find("drive " + (d.root / "b").string()), std::string::npos) << u.warnings[0];
+  EXPECT_EQ(logits(t.dir.string(), 0, false), want);
+  // The next run writes the drive again.
+  const StripeResult again = write_stripe(ck, d.two(1, 1));
+  EXPECT_FALSE(again.up_to_date);
+  EXPECT_GT(again.written, 0);
+  EXPECT_GT(again.kept, 0);
+  EXPECT_TRUE(verify_stripe(ck).empty());
+}
+
+TEST(Stripe, FullDiskLeavesTheModelUsableAndTheNextRunResumes) {
+  TempModel t("stripe-test-full");
+  Drives d("stripe-test-full-drives");
+  const Checkpoint ck = open_checkpoint(t.dir.string());
+  const std::vector<float> want = logits(t.dir.string(), 0, true);
+  const uint64_t span = ck.config.expert_span_bytes();
+  {
+    testing::DiskFullAfter full(4 * span);  // no file may grow past four spans: a layer's file fails
+    EXPECT_THROW(write_stripe(ck, d.two(1, 1)), Error);
+  }
+  EXPECT_FALSE(fs::exists(stripe_manifest_path(t.dir.string())));
+  EXPECT_EQ(logits(t.dir.string(), 0, false), want);
+  for (const auto& e : fs::recursive_directory_iterator(d.root))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  const StripeResult r = write_stripe(ck, d.two(1, 1));
+  EXPECT_FALSE(r.up_to_date);
+  EXPECT_TRUE(verify_stripe(ck).empty());
+  EXPECT_EQ(logits(t.dir.string(), 0, false), want);
+}
+
+TEST(Stripe, DrivesListParsesWeightsAndRefusesBadOnes) {
+  const auto d = parse_drives("/a:2,/b/,/c:0.5");
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].path, "/a");
+  EXPECT_EQ(d[0].weight, 2);
+  EXPECT_EQ(d[1].path, "/b");
+  EXPECT_EQ(d[1].weight, 0);
+  EXPECT_EQ(d[2].weight, 0.5);
+  EXPECT_THROW(parse_drives("/a:x"), Error);
+  EXPECT_THROW(parse_drives("/a:-1"), Error);
+  EXPECT_THROW(parse_drives(""), Error);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,169 @@
+// The VRAM placement planner on made-up device rates (CI has no GPU).
+#include "k3/placement.h"
+
+#include <gtest/gtest.h>
+
+namespace sluice {
+namespace {
+
+constexpr uint64_t GB = 1000000000ull;
+
+// 4 layers, each an attention and an FFN piece of 1 GB, a 0.5 GB head; all in RAM.
+PlacementRequest four_layers() {
+  PlacementRequest r;
+  r.layers = 4;
+  for (int l = 0; l < 4; l++) {
+    r.pieces.push_back({GB, 2 * l, true});
+    r.pieces.push_back({GB, 2 * l + 1, true});
+  }
+  r.pieces.push_back({GB / 2, 8, true});
+  r.overhead = GB / 2;
+  r.scratch = 0;
+  r.state = GB / 4;
+  r.expert_bytes = 10000000;  // 10 MB
+  r.moe_layers = 4;
+  r.touched = 4 * 8;
+  r.all_experts = 4 * 64;
+  r.ram_hit = 1;
+  return r;
+}
+
+GpuRates rates() {
+  GpuRates g;
+  g.pcie_gbps = 25, g.gpu_gemv_gbps = 1000, g.cpu_gbps = 50, g.cpu_mxfp4_gbps = 10, g.disk_gbps = 5;
+  g.crossing_s = 0;
+  return g;
+}
+
+uint64_t fixed_of(const Placement& p) { return p.overhead + p.scratch + p.state; }
+
+TEST(Placement, SpineGoesToTheGpuInUseOrderWithinTheVram) {
+  PlacementRequest r = four_layers();
+  r.vram = 4 * GB;  // 4 GB less the fixed parts: three pieces of 1 GB
+  const Placement p = plan_placement(r, rates());
+  EXPECT_LE(fixed_of(p) + p.spine_gpu + p.tier, r.vram);
+  EXPECT_EQ(p.spine_gpu, 3 * GB);
+  EXPECT_EQ(p.where[0], PieceWhere::gpu);
+  EXPECT_EQ(p.where[2], PieceWhere::gpu);
+  EXPECT_EQ(p.where[3], PieceWhere::cpu);
+  EXPECT_EQ(p.gpu_layers, 1);  // layer 0 whole, layer 1's attention only
+  EXPECT_FALSE(p.head_gpu);
+  EXPECT_EQ(p.spine_cpu, 5 * GB + GB / 2);
+  // The tier gets what the spine leaves.
+  EXPECT_EQ(p.tier, r.vram - fixed_of(p) - p.spine_gpu);
+}
+
+TEST(Placement, EverythingFitsOnABigCard) {
+  PlacementRequest r = four_layers();
+  r.vram = 100 * GB;
+  const Placement p = plan_placement(r, rates());
+  EXPECT_EQ(p.spine_cpu, 0u);
+  EXPECT_EQ(p.gpu_layers, 4);
+  EXPECT_TRUE(p.head_gpu);
+  EXPECT_DOUBLE_EQ(p.tier_share, 1.0);  // every expert fits in the tier
+  EXPECT_NE(describe_placement(p, 4).find("nothing of the spine"), std::string::npos);
+}
+
+TEST(Placement, TooLittleVramPutsTheWholeSpineOnTheCpu) {
+  PlacementRequest r = four_layers();
+  r.vram = GB / 2;  // less than the context alone
+  const Placement p = plan_placement(r, rates());
+  EXPECT_EQ(p.spine_gpu, 0u);
+  EXPECT_EQ(p.tier, 0u);
+  EXPECT_EQ(p.gpu_layers, 0);
+  EXPECT_NE(describe_placement(p, 4).find("no whole layer"), std::string::npos);
+}
+
+TEST(Placement, GpuLayersCapsTheSpineAndLeavesTheRestToTheTier) {
+  PlacementRequest r = four_layers();
+  r.vram = 100 * GB;
+  r.gpu_layers = 2;
+  const Placement p = plan_placement(r, rates());
+  EXPECT_EQ(p.spine_gpu, 4 * GB);
+  EXPECT_EQ(p.gpu_layers, 2);
+  EXPECT_FALSE(p.head_gpu);
+  EXPECT_EQ(p.tier, r.vram - fixed_of(p) - 4 * GB);
+  r.gpu_layers = 5;  // past the last layer: the head too (llama.cpp's -ngl)
+  EXPECT_TRUE(plan_placement(r, rates()).head_gpu);
+  r.gpu_layers = 0;
+  EXPECT_EQ(plan_placement(r, rates()).spine_gpu, 0u);
+}
+
+TEST(Placement, StreamedPiecesAreNeverMirrored) {
+  PlacementRequest r = four_layers();
+  r.vram = 100 * GB;
+  r.pieces[1].in_ram = false;
+  const Placement p = plan_placement(r, rates());
+  EXPECT_EQ(p.where[1], PieceWhere::stream);
+  EXPECT_EQ(p.spine_stream, GB);
+  EXPECT_EQ(p.gpu_layers, 0);  // layer 0's FFN is not on the GPU
+}
+
+TEST(Placement, ExpertsGoWhereTheyComputeFaster) {
+  PlacementRequest r = four_layers();
+  r.vram = 4 * GB;
+  GpuRates g = rates();
+  EXPECT_TRUE(plan_placement(r, g).experts_gpu);  // a 10 GB/s CPU kernel loses to a 25 GB/s bus
+  g.cpu_mxfp4_gbps = 40;  // a faster CPU kernel than the bus: the CPU in place
+  EXPECT_FALSE(plan_placement(r, g).experts_gpu);
+  g.cpu_mxfp4_gbps = 100, g.pcie_gbps = 8;  // a slow bus: the CPU in place
+  const Placement cpu = plan_placement(r, g);
+  EXPECT_FALSE(cpu.experts_gpu);
+  EXPECT_EQ(cpu.tier, 0u);
+  r.cpu_moe = true;
+  g = rates();
+  EXPECT_FALSE(plan_placement(r, g).experts_gpu);
+}
+
+TEST(Placement, ProjectionAddsThePartsAtTheirRates) {
+  PlacementRequest r = four_layers();
+  r.vram = 4 * GB;
+  const GpuRates g = rates();
+  const Placement p = plan_placement(r, g);
+  EXPECT_NEAR(p.spine_gpu_s, 3.0 / 1000, 1e-9);
+  EXPECT_NEAR(p.spine_cpu_s, 5.5 / 50, 1e-9);
+  EXPECT_NEAR(p.step_s, p.spine_gpu_s + p.spine_cpu_s + p.spine_stream_s + p.expert_s + p.crossing_s, 1e-12);
+  // The comparisons: every piece on the CPU; the pieces off the GPU over the bus.
+  EXPECT_NEAR(p.all_cpu_s, 8.5 / 50 + 32 * 0.01 / 10, 1e-9);
+  EXPECT_GT(p.upload_per_call_s, p.step_s);  // 25 GB/s bus against a 50 GB/s CPU
+  EXPECT_LT(p.step_s, p.all_cpu_s);
+  // More VRAM is never slower.
+  r.vram = 8 * GB;
+  EXPECT_LE(plan_placement(r, g).step_s, p.step_s);
+}
+
+TEST(Placement, UploadSpillIsTheOldWay) {
+  PlacementRequest r = four_layers();
+  r.vram = 4 * GB;
+  r.upload_spill = true;
+  const Placement p = plan_placement(r, rates());
+  EXPECT_NEAR(p.step_s, p.upload_per_call_s, 1e-9);
+  EXPECT_NE(describe_placement(p, 4).find("uploaded per call"), std::string::npos);
+}
+
+TEST(Placement, SpillFollowsTheRatesUnlessForced) {
+  PlacementRequest r = four_layers();
+  r.vram = 4 * GB;
+  r.spill_by_rates = true;
+  GpuRates g = rates();  // a 50 GB/s CPU against a 25 GB/s bus: the CPU
+  EXPECT_FALSE(plan_placement(r, g).upload_spill);
+  g.cpu_gbps = 10;  // a slow CPU: the bus
+  const Placement p = plan_placement(r, g);
+  EXPECT_TRUE(p.upload_spill);
+  EXPECT_NEAR(p.step_s, p.upload_per_call_s, 1e-9);
+  r.spill_by_rates = false;
+  EXPECT_FALSE(plan_placement(r, g).upload_spill);
+}
+
+TEST(Placement, DescriptionNamesBothSides) {
+  PlacementRequest r = four_layers();
+  r.vram = 4 * GB;
+  const Placement p = plan_placement(r, rates());
+  const std::string s = describe_placement(p, 4);
+  EXPECT_NE(s.find("on the GPU: layer 0 of 4"), std::string::npos) << s;
+  EXPECT_NE(s.find("the CPU computes: layers 1-3 and the head"), std::string::npos) << s;
+  EXPECT_NE(describe_projection(p).find("s/token"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice
