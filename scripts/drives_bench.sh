@@ -79,7 +79,7 @@ d = j.get("drives", [])
 got = sum(x["gbps"] for x in d)
 ceil = sum(x["ceiling_gbps"] for x in d)
 print(f"{name:8s} run {run}: decode {j['decode_s_per_token']:.3f} s/token, experts {got:.3f} GB/s over "
-      f"{len(d)} drives (ceilings {' + '.join(f'{x['ceiling_gbps']:.3f}' for x in d)} = {ceil:.3f}), "
+      f"{len(d)} drives (ceilings {' + '.join('%.3f' % x['ceiling_gbps'] for x in d)} = {ceil:.3f}), "
       f"io_efficiency {j['io_efficiency']:.3f}; free replay {j.get('free_replay_gbps', 0):.3f} GB/s = "
       f"{j.get('free_replay_gbps', 0) / ceil if ceil else 0:.3f} of the ceiling sum", flush=True)
 PY

@@ -67,6 +67,7 @@ std::unique_ptr<ExpertSource> make_pread_expert_source(const Checkpoint& ck) {
 #include <thread>
 #include <mutex>
 #include <deque>
+#include <set>
 #include <unordered_map>
 
 #include "io/expert_cache.h"
@@ -80,6 +81,8 @@ class DirectExperts : public ExpertSource {
  public:
   DirectExperts(const Checkpoint& ck, const DirectSourceOptions& opt, std::unique_ptr<ExpertSource> filler)
       : ck_(ck),
+        shard_spans_(opt.shard_spans),
+        on_warning_(opt.on_warning),
         filler_(std::move(filler)),
         span_(ck.config.expert_span_bytes()),
         reader_(ck.shard_paths, reader_options(opt)),
@@ -210,7 +213,7 @@ class DirectExperts : public ExpertSource {
       auto g = std::find_if(mine.begin(), mine.end(), [&](const Guess& x) { return x.expert == e; });
       if (g != mine.end()) {
         if (g->ticket)
-          waiting_[g->ticket] = {i, g->slot, /*own=*/true};
+          waiting_[g->ticket] = {i, g->slot, /*own=*/true, layer, e};
         else
           ready.push_back({i, g->slot, g->data});
         mine.erase(g);
@@ -225,7 +228,7 @@ class DirectExperts : public ExpertSource {
           stats_.bytes_hit += span_;
         } else {
           // A prefetch is reading it; its pin holds the slot until the read lands.
-          waiting_[slot_ticket_.at(slot)] = {i, slot, /*own=*/true};
+          waiting_[slot_ticket_.at(slot)] = {i, slot, /*own=*/true, layer, e};
         }
         continue;
       }
@@ -237,7 +240,7 @@ class DirectExperts : public ExpertSource {
     auto submit_more = [&] {
       while (!to_read.empty()) {
         const size_t i = to_read.front();
-        const FileSpan& s = ck_.experts[size_t(layer)][size_t(experts[i])];
+        const FileSpan& s = span_of(layer, experts[i]);
         int slot = claim_slot(layer, experts[i]);  // pinned when >= 0
         // No buffer free: wait for one of ours to land (never for a guess's:
         // with nothing of ours in flight, take one more buffer instead).
@@ -254,7 +257,7 @@ class DirectExperts : public ExpertSource {
           slot = -2 - b;  // a bypass buffer, not a cache slot
         }
         if (log_) log_->push_back({layer, s});
-        waiting_[t] = {i, slot, true};
+        waiting_[t] = {i, slot, true, layer, experts[i]};
         outstanding++;
       }
     };
@@ -442,12 +445,12 @@ class DirectExperts : public ExpertSource {
         }
         slot = -2 - take_bypass_buffer();
       }
-      const FileSpan& s = ck_.experts[size_t(layer)][size_t(e)];
+      const FileSpan& s = span_of(layer, e);
       std::span<uint8_t> dest = slot >= 0 ? cache_.slot_buffer(slot) : bypass_[size_t(-2 - slot)].bytes();
       const uint64_t t = reader_.submit(s.file, s.offset, s.length, dest);
       if (log_) log_->push_back({layer - 1, s});  // issued by the fetch of layer - 1
       if (slot >= 0) slot_ticket_[slot] = t;
-      waiting_[t] = {0, slot, false};
+      waiting_[t] = {0, slot, false, layer, e};
       guesses_.push_back({layer, e, slot, t, nullptr});
       stats_.prefetched++;
     }
@@ -562,7 +565,7 @@ class DirectExperts : public ExpertSource {
 
   // The bytes a guess's read covers (its aligned superset).
   uint64_t aligned_bytes(const Guess& g) const {
-    const FileSpan& s = ck_.experts[size_t(g.layer)][size_t(g.expert)];
+    const FileSpan& s = span_of(g.layer, g.expert);
     return SpanReader::direct_bytes(s.offset, s.length);
   }
 
@@ -601,6 +604,7 @@ class DirectExperts : public ExpertSource {
         return c;
       } catch (const SpanError& e) {
         auto it = waiting_.find(e.ticket);
+        if (it != waiting_.end() && it->second.own && read_again_from_shards(e, it->second)) continue;
         if (it == waiting_.end() || it->second.own) throw;
         const int slot = it->second.slot;
         waiting_.erase(it);
@@ -651,7 +655,38 @@ class DirectExperts : public ExpertSource {
     size_t i;
     int slot;  // cache slot, or -2 - b for a read into bypass buffer b
     bool own;  // a fetch is waiting for it (else a prefetch nobody asked for yet)
+    int layer = -1, expert = -1;
   };
+
+  // Where an expert is read from: its span (a stripe's drive file, or a
+  // shard), or its span in the shards once its drive file failed a read.
+  const FileSpan& span_of(int layer, int expert) const {
+    const FileSpan& s = ck_.experts[size_t(layer)][size_t(expert)];
+    if (failed_files_.empty() || !failed_files_.count(s.file)) return s;
+    return shard_spans_[size_t(layer)][size_t(expert)];
+  }
+
+  // A read of our own failed (SpanError e, for w): when it came from a drive
+  // file of a stripe whose expert is still in the shards, says so once per
+  // file, reads every expert of that file from the shards from now on, and
+  // reads this one again from there (same slot or buffer, same waiter). The
+  // failure itself stays on record (base/read_fault.h: /health reports it).
+  bool read_again_from_shards(const SpanError& e, Waiting w) {
+    if (w.layer < 0 || shard_spans_.empty()) return false;
+    const FileSpan& from = ck_.experts[size_t(w.layer)][size_t(w.expert)];
+    const FileSpan& to = shard_spans_[size_t(w.layer)][size_t(w.expert)];
+    if (to.length == 0 || from.file == to.file) return false;
+    if (failed_files_.insert(from.file).second && on_warning_)  // reads already in flight fail too: say it once
+      on_warning_(std::string(e.what()) + "; reading the experts of " + ck_.shard_paths[size_t(from.file)] +
+                  " from the shards from now on");
+    std::span<uint8_t> dest = w.slot >= 0 ? cache_.slot_buffer(w.slot) : bypass_[size_t(-2 - w.slot)].bytes();
+    const uint64_t t = reader_.submit(to.file, to.offset, to.length, dest, /*urgent=*/true);
+    if (w.slot >= 0) slot_ticket_[w.slot] = t;
+    waiting_.erase(e.ticket);
+    waiting_[t] = w;
+    stats_.read_again++;
+    return true;
+  }
 
   // A read has landed: forgets its ticket into *w and, when it filled a cache
   // slot, marks the slot ready. False for a ticket not recorded here.
@@ -695,6 +730,8 @@ class DirectExperts : public ExpertSource {
   static SpanReaderOptions reader_options(const DirectSourceOptions& o) {
     SpanReaderOptions r;
     r.queue_depth = std::max(1, o.queue_depth);
+    r.device_depths = o.device_depths;
+    r.file_devices = o.file_devices;
     return r;
   }
   static ExpertCacheOptions cache_options(const Checkpoint& ck, const DirectSourceOptions& o) {
@@ -717,6 +754,9 @@ class DirectExperts : public ExpertSource {
   }
 
   const Checkpoint& ck_;
+  std::vector<std::vector<FileSpan>> shard_spans_;  // DirectSourceOptions::shard_spans
+  std::set<int> failed_files_;                      // drive files that failed a read
+  std::function<void(const std::string&)> on_warning_;
   std::unique_ptr<ExpertSource> filler_;  // a stream install's HTTP source, or null
   uint64_t span_;
   SpanReader reader_;

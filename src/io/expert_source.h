@@ -33,6 +33,7 @@ struct ExpertStats {
   uint64_t prefetch_withdrawn = 0;  // guesses dropped by withdraw() (a better estimate) before their read started
   uint64_t prefetch_cut = 0;        // wrong guesses stopped part-read (withdraw() or their layer's fetch)
   uint64_t prefetch_wasted_bytes = 0;  // bytes read for guesses nobody used (whole wasted spans and cut parts)
+  uint64_t read_again = 0;  // needed spans read again from the shards after their stripe drive failed the read
   // The expert reader's clock: time with reads in flight, reads in flight
   // integrated over time (/ wall time = mean depth), and per layer the time
   // it sat with nothing in flight before that layer's fetch (since the
@@ -140,7 +141,16 @@ struct HostMemoryHooks {
 struct DirectSourceOptions {
   uint64_t cache_bytes = 0;      // RAM for cached experts (0: no cache)
   uint64_t inflight_bytes = 0;   // RAM for reads that bypass the cache (at least one span)
-  int queue_depth = 16;          // read operations in flight
+  int queue_depth = 16;          // read operations in flight (on the shards' drive)
+  // A stripe's drives (io/stripe.h): each checkpoint file's device (0: the
+  // shards' drive, d: drive d-1; empty: all 0) and each drive's own depth.
+  std::vector<int> file_devices;
+  std::vector<int> device_depths;
+  // The striped experts' spans in the shards ([layer][expert]; length 0: not
+  // striped): a drive file that fails a read is read from there instead,
+  // with a warning naming it (io/stripe.h, "a failing drive falls back").
+  std::vector<std::vector<FileSpan>> shard_spans;
+  std::function<void(const std::string&)> on_warning;
   HostMemoryHooks host_memory;   // both or neither set
 };
 

@@ -54,6 +54,7 @@ struct FileEntry {
   bool direct = false;
   uint64_t size = 0;
   bool reopen = false;  // a read failed: reopen the path before the next read
+  int device = 0;       // whose queue its reads take (SpanReaderOptions::device_depths)
 };
 
 struct Request {
@@ -75,6 +76,7 @@ struct Request {
 
 struct Op {
   uint64_t ticket = 0;
+  int device = 0;
   int fd = -1;
   uint64_t start = 0;  // absolute file offset of the chunk
   uint64_t len = 0;    // chunk length (aligned)
@@ -106,6 +108,8 @@ struct SpanReader::Impl {
   std::vector<Op> ops;
   std::vector<int> free_ops;
   int ops_in_flight = 0;
+  std::vector<int> device_depth;    // per device: its queue depth
+  std::vector<int> device_running;  // per device: its reads in flight
 
   std::unordered_map<uint64_t, Request> requests;
   std::deque<uint64_t> pending;  // tickets with chunks not yet issued, FIFO
@@ -135,9 +139,17 @@ struct SpanReader::Impl {
     if (opt.chunk_bytes == 0) opt.chunk_bytes = 1ull << 30;
     if (env_flag("SLUICE_NO_URING")) opt.use_io_uring = false;
     if (env_flag("SLUICE_NO_DIRECT")) opt.use_direct = false;
-    ops.resize(size_t(opt.queue_depth));
-    for (int i = opt.queue_depth - 1; i >= 0; i--) free_ops.push_back(i);
-    if (opt.use_io_uring) engine = make_uring_engine(opt.queue_depth);
+    device_depth = {opt.queue_depth};
+    for (int d : opt.device_depths) {
+      if (d < 1 || d > 4096) fail("span reader", "a device's queue depth must be in 1..4096, got " + std::to_string(d));
+      device_depth.push_back(d);
+    }
+    device_running.assign(device_depth.size(), 0);
+    int total = 0;
+    for (int d : device_depth) total += d;
+    ops.resize(size_t(total));
+    for (int i = total - 1; i >= 0; i--) free_ops.push_back(i);
+    if (opt.use_io_uring) engine = make_uring_engine(total);
     uring = engine != nullptr;
     if (!engine) engine = make_pread_engine(opt.pread_threads);
   }
@@ -162,9 +174,12 @@ struct SpanReader::Impl {
       if (!r.buffer.empty()) graveyard->push_back(std::move(r.buffer));
   }
 
-  int add_file(const std::string& path) {
+  int add_file(const std::string& path, int device) {
+    if (device < 0 || device >= int(device_depth.size()))
+      fail(path, "span reader: no device " + std::to_string(device) + " (" + std::to_string(device_depth.size()) + " devices)");
     FileEntry f;
     f.path = path;
+    f.device = device;
     if (opt.use_direct) {
       f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
       f.direct = f.fd >= 0;
@@ -317,20 +332,28 @@ struct SpanReader::Impl {
     bounce_pool.push_back(std::move(b));
   }
 
-  // Hands chunks of pending requests to free op slots, then submits them.
+  // Hands chunks of pending requests to free op slots, then submits them: in
+  // `pending` order, skipping spans whose device has its queue full (its
+  // later spans wait behind them; other devices' spans go ahead).
   void pump() {
-    while (!free_ops.empty() && !pending.empty()) {
-      auto it = requests.find(pending.front());
+    for (auto at = pending.begin(); at != pending.end() && !free_ops.empty();) {
+      auto it = requests.find(*at);
       if (it == requests.end() || it->second.next_issue >= it->second.alen) {
         // fully issued, or failed (and perhaps already finished)
-        pending.pop_front();
+        at = pending.erase(at);
         continue;
       }
       Request& r = it->second;
+      const int dev = files[size_t(r.file)].device;
+      if (device_running[size_t(dev)] >= device_depth[size_t(dev)]) {
+        ++at;
+        continue;
+      }
       int i = free_ops.back();
       free_ops.pop_back();
       Op& o = ops[size_t(i)];
       o.ticket = it->first;
+      o.device = dev;
       o.start = r.astart + r.next_issue;
       o.len = std::min(opt.chunk_bytes, r.alen - r.next_issue);
       o.need = std::min(o.len, r.need_end - r.next_issue);
@@ -339,7 +362,8 @@ struct SpanReader::Impl {
       o.retries = 0;
       r.next_issue += o.len;
       r.ops_running++;
-      if (r.next_issue >= r.alen) pending.pop_front();
+      device_running[size_t(dev)]++;
+      if (r.next_issue >= r.alen) at = pending.erase(at);
       account_depth();
       if (ops_in_flight++ == 0) busy_since = steady_ns();
       issue(i);
@@ -415,6 +439,7 @@ struct SpanReader::Impl {
     }
     stats.ops++;
     free_ops.push_back(i);
+    device_running[size_t(o.device)]--;
     account_depth();
     if (--ops_in_flight == 0) {
       stats.busy_ns += steady_ns() - busy_since;
@@ -540,12 +565,14 @@ SpanReader::SpanReader(const std::vector<std::string>& paths, SpanReaderOptions 
     : impl_(std::make_unique<Impl>()) {
   impl_->opt = options;
   impl_->start();
-  for (const auto& p : paths) impl_->add_file(p);
+  for (size_t i = 0; i < paths.size(); i++)
+    impl_->add_file(paths[i], i < options.file_devices.size() ? options.file_devices[i] : 0);
 }
 
 SpanReader::~SpanReader() = default;
 
-int SpanReader::add_file(const std::string& path) { return impl_->add_file(path); }
+int SpanReader::add_file(const std::string& path, int device) { return impl_->add_file(path, device); }
+int SpanReader::file_device(int file) const { return impl_->files.at(size_t(file)).device; }
 int SpanReader::file_count() const { return int(impl_->files.size()); }
 const std::string& SpanReader::path(int file) const { return impl_->files.at(size_t(file)).path; }
 uint64_t SpanReader::file_size(int file) const { return impl_->files.at(size_t(file)).size; }
@@ -570,6 +597,7 @@ void SpanReader::progress() { impl_->progress(); }
 Completed SpanReader::wait_any() { return impl_->wait_any(); }
 bool SpanReader::poll(Completed* out) { return impl_->poll(out); }
 Completed SpanReader::wait(uint64_t ticket) { return impl_->wait(ticket); }
+int SpanReader::in_flight(int device) const { return impl_->device_running.at(size_t(device)); }
 size_t SpanReader::outstanding() const { return impl_->requests.size() + impl_->results.size(); }
 
 ReadStats SpanReader::stats() const {

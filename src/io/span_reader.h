@@ -27,6 +27,12 @@
 // before its next read). Never garbage, never a hang: a wait that sees no
 // completion for timeout_ms throws, and the reader is unusable after that.
 //
+// Several drives (a stripe, io/stripe.h): each file belongs to a device, and
+// each device has its own queue of reads in flight (its own depth), filled in
+// submission order among that device's spans. A drive that is slow, or busy
+// with many spans, then never holds back reads of the others: with one shared
+// queue its chunks would take every slot and leave the other drives idle.
+//
 // One thread owns a SpanReader; it is not thread safe.
 #pragma once
 #include <cstdint>
@@ -41,7 +47,12 @@
 namespace sluice {
 
 struct SpanReaderOptions {
-  int queue_depth = 16;                // read operations in flight
+  int queue_depth = 16;                // read operations in flight (device 0's)
+  // Further devices 1..N (a stripe's drives): device d's own depth is
+  // device_depths[d-1]; file_devices[i] is the device of the constructor's
+  // i-th path (0 when not given). Reads in flight in all: the sum.
+  std::vector<int> device_depths;
+  std::vector<int> file_devices;
   uint64_t chunk_bytes = 4ull << 20;   // split spans into reads of this size (multiple of 4096)
   bool use_io_uring = true;            // false: pread worker threads
   bool use_direct = true;              // false: buffered reads + DONTNEED
@@ -91,8 +102,10 @@ class SpanReader {
   SpanReader(const SpanReader&) = delete;
   SpanReader& operator=(const SpanReader&) = delete;
 
-  // Opens one more file; returns its id (ids count up from 0 in open order).
-  int add_file(const std::string& path);
+  // Opens one more file on `device` (0..device_depths.size()); returns its
+  // id (ids count up from 0 in open order).
+  int add_file(const std::string& path, int device = 0);
+  int file_device(int file) const;
   int file_count() const;
   const std::string& path(int file) const;
   uint64_t file_size(int file) const;  // as of open
@@ -144,6 +157,8 @@ class SpanReader {
   Completed wait(uint64_t ticket);
   // Submitted spans not yet returned by wait_any/poll/wait.
   size_t outstanding() const;
+  // Read operations in flight on `device` now (at most its depth).
+  int in_flight(int device) const;
 
   ReadStats stats() const;
   void reset_stats();

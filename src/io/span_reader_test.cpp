@@ -415,6 +415,53 @@ TEST(SpanReader, StalledReadTimesOutWithAnError) {
   close(keep_open);
 }
 
+// Each device has its own queue: a stalled drive (a FIFO nobody writes yet,
+// depth 1) holds only its own spans back; a span of another device submitted
+// behind them is read at once. (With one shared queue of depth 1 it would wait.)
+TEST(SpanReader, ADeviceWithItsQueueFullHoldsBackOnlyItsOwnSpans) {
+  ScratchDir dir;
+  const std::vector<uint8_t> data = testing::pattern_bytes(1 << 20, 9);
+  const std::string file = dir.write("f.bin", data);
+  const std::string fifo = dir.path + "/drive.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  int writer = open(fifo.c_str(), O_RDWR);  // writes nothing until the end
+  ASSERT_GE(writer, 0);
+  {
+    SpanReaderOptions o = options_for(kModes[0], /*qd=*/1);
+    o.device_depths = {1};
+    o.file_devices = {0, 1};
+    o.timeout_ms = 5000;
+    SpanReader reader({file, fifo}, o);
+    if (!reader.using_io_uring()) {
+      close(writer);
+      GTEST_SKIP() << "pread on a FIFO fails at once (ESPIPE); the stall needs io_uring";
+    }
+    EXPECT_EQ(reader.file_device(0), 0);
+    EXPECT_EQ(reader.file_device(1), 1);
+    const uint64_t stalled = reader.submit(1, 0, 4096);
+    const uint64_t queued = reader.submit(1, 0, 4096);
+    const uint64_t a = reader.submit(0, 300000, 5000);
+    EXPECT_EQ(reader.in_flight(1), 1);  // its depth
+    EXPECT_EQ(reader.in_flight(0), 1);
+    Completed got = reader.wait(a);
+    ASSERT_EQ(std::memcmp(got.data, data.data() + 300000, 5000), 0);
+    EXPECT_TRUE(reader.cancel(queued));  // still waiting for the stalled drive's slot
+    const std::vector<uint8_t> bytes = testing::pattern_bytes(4096, 10);
+    ASSERT_EQ(write(writer, bytes.data(), bytes.size()), 4096);
+    got = reader.wait(stalled);
+    ASSERT_EQ(got.length, 4096u);
+    EXPECT_EQ(std::memcmp(got.data, bytes.data(), 4096), 0);
+    EXPECT_EQ(reader.in_flight(1), 0);
+  }
+  close(writer);
+  expect_error_naming([&] {
+    SpanReaderOptions o;
+    o.device_depths = {4};
+    o.file_devices = {2};
+    SpanReader r({file}, o);
+  }, {"no device 2", file});
+}
+
 TEST(SpanReader, OpenErrorsNameThePath) {
   expect_error_naming([] { SpanReader r({"/nonexistent/sluice/x.bin"}); },
                       {"/nonexistent/sluice/x.bin", "cannot open"});

@@ -322,6 +322,7 @@ StripeUse apply_stripe(Checkpoint& ck) {
   const Stripe s = read_stripe(ck.dir);
   if (s.span_bytes != ck.config.expert_span_bytes()) fail(manifest, "stripe span size differs from the checkpoint's");
   std::map<int, int> missing;  // drive -> files not usable
+  std::map<int, int> device_of_drive;  // drive -> its reader device (1..)
   for (const StripeFile& f : s.files) {
     if (f.layer < 0 || f.layer >= int(ck.experts.size()) || ck.experts[size_t(f.layer)].empty())
       fail(manifest, "stripe names layer " + std::to_string(f.layer) + ", which has no routed experts");
@@ -332,9 +333,20 @@ StripeUse apply_stripe(Checkpoint& ck) {
     const int id = int(ck.shard_paths.size());
     ck.shard_paths.push_back(f.path);
     ck.shard_sizes.push_back(f.bytes);
+    if (!device_of_drive.count(f.drive)) {
+      device_of_drive[f.drive] = int(u.drives.size()) + 1;
+      u.drives.push_back(s.drives[size_t(f.drive)].path);
+    }
+    u.file_devices.resize(ck.shard_paths.size(), 0);
+    u.file_devices[size_t(id)] = device_of_drive[f.drive];
     for (size_t i = 0; i < f.experts.size(); i++) {
       const int e = f.experts[i];
       if (e < 0 || e >= int(ck.experts[size_t(f.layer)].size())) fail(manifest, "stripe names expert " + std::to_string(e));
+      if (u.shard_spans.empty()) {
+        u.shard_spans.resize(ck.experts.size());
+        for (size_t l = 0; l < ck.experts.size(); l++) u.shard_spans[l].resize(ck.experts[l].size());
+      }
+      u.shard_spans[size_t(f.layer)][size_t(e)] = ck.experts[size_t(f.layer)][size_t(e)];
       ck.experts[size_t(f.layer)][size_t(e)] = {id, s.stride * i, s.span_bytes};
     }
     u.files_used++;

@@ -92,6 +92,14 @@ Stripe read_stripe(const std::string& dir);
 struct StripeUse {
   bool present = false;  // DIR/stripe.json exists
   int files_used = 0;    // drive files the experts now point at
+  // For one reader queue per drive (io/span_reader.h's devices): the drives
+  // the experts now read from, and each of ck's files' device (0: a shard,
+  // d: drives[d-1]); both empty when no drive file is used.
+  std::vector<std::string> drives;
+  std::vector<int> file_devices;
+  // The striped experts' spans in the shards, [layer][expert] (length 0: not
+  // striped): where a failing drive's experts are read from instead.
+  std::vector<std::vector<FileSpan>> shard_spans;
   std::vector<std::string> warnings;
 };
 // Points ck's expert spans at the drive files of DIR/stripe.json (when there

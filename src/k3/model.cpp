@@ -223,9 +223,10 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   SpanReaderOptions io;
   io.queue_depth = m->reader_depth;
   // After the spine pack's binding check (the stripe's files join the shard list).
-  if (!opt.no_stripe)
-    for (const std::string& w : apply_stripe(m->ck).warnings)
-      if (opt.on_warning) opt.on_warning(w);
+  StripeUse stripe;
+  if (!opt.no_stripe) stripe = apply_stripe(m->ck);
+  for (const std::string& w : stripe.warnings)
+    if (opt.on_warning) opt.on_warning(w);
   std::unique_ptr<ExpertSource> filler = opt.miss_filler ? opt.miss_filler(m->ck) : nullptr;
   if (!filler && (opt.pread_experts || m->ck.config.num_experts == 0)) {
     m->experts = make_pread_expert_source(m->ck);
@@ -234,6 +235,13 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
     d.cache_bytes = m->plan.expert_cache;
     d.inflight_bytes = m->plan.expert_buffers;
     d.queue_depth = io.queue_depth;
+    // One queue per drive of a stripe, at that drive's own depth (the spine
+    // streams from the shards' drive, never these).
+    d.file_devices = stripe.file_devices;
+    d.shard_spans = stripe.shard_spans;  // a failing drive's experts: read from the shards
+    d.on_warning = opt.on_warning;
+    for (const std::string& drive : stripe.drives)
+      d.device_depths.push_back(opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(drive));
     d.host_memory = {m->backend->register_host, m->backend->unregister_host};  // a GPU entry pins them
     m->experts = make_direct_expert_source(m->ck, d, std::move(filler));
   }

@@ -4,7 +4,8 @@
 # no flag are the shards' bits (--no-stripe); damage is found by verify and
 # repaired by verify --repair; a killed run (kill -9) and a full disk
 # (ulimit -f) leave the model usable and the next run resumes; bench --json
-# has one drives entry per drive.
+# has one drives entry per drive; a drive failing mid-run falls back to the
+# shards, naming the file.
 set -euo pipefail
 SLUICE=${SLUICE:?}
 T=$(mktemp -d "${TMPDIR:-/tmp}/sluice-stripe.XXXXXX")
@@ -42,6 +43,14 @@ if find "$T/d1" "$T/d2" -name '*.tmp.*' | grep -q .; then die "temps left behind
 cmp -s "$T/striped.f32" "$T/nostripe.f32" || die "striped logits differ from --no-stripe"
 "$SLUICE" "${LOGITS[@]}" --out "$T/streamed.f32" --ram-budget 48M 2> /dev/null
 cmp -s "$T/striped.f32" "$T/streamed.f32" || die "striped logits with a streamed spine differ"
+
+# A drive failing mid-run (every read of one of its files fails): the experts
+# it holds are read from the shards, with a warning naming the file; same bits.
+f=$(ls "$T"/d2/sluice-stripe-m/*.spans | head -1)
+SLUICE_FAULT_READ="eio:$f:0+$(stat -c %s "$f")" "$SLUICE" "${LOGITS[@]}" --out "$T/failing.f32" 2> "$T/failing.err" ||
+  die "a failing drive failed the run: $(cat "$T/failing.err")"
+grep -q "$f.*from the shards" "$T/failing.err" || die "no warning naming the failing drive's file: $(cat "$T/failing.err")"
+cmp -s "$T/striped.f32" "$T/failing.f32" || die "logits differ with a failing drive"
 
 # The stripe is really read: zero the experts on drive 2 and the logits change; verify names the drive.
 for f in "$T"/d2/sluice-stripe-m/*.spans; do
