@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "arch/open.h"
 #include "engine/session.h"
 #include "fixture_util.h"
 
@@ -83,10 +84,10 @@ TEST(Fixture, PrefillMatchesGolden) {
     ASSERT_EQ(experts.size(), size_t(moe_layers) * T * K);
     ASSERT_EQ(hidden.size(), size_t(c.num_hidden_layers) * T * H);
 
-    SequenceState st = SequenceState::create(c);
+    ModelState st = m.new_state();
     std::vector<float> logits;
     ForwardTrace trace;
-    forward(m, st, k.tokens, Logits::All, &logits, &trace);
+    m.forward(st, k.tokens, Logits::All, &logits, &trace);
     ASSERT_EQ(logits.size(), gold.size());
     for (int t = 0; t < T; t++) {
       const float* a = logits.data() + size_t(t) * V;

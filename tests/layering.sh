@@ -4,9 +4,14 @@
 #   base <- checkpoint <- io <- hub
 #   base <- kernels
 #   checkpoint, io, hub, kernels <- pack (spine packs; hub for sha256)
-#   checkpoint, io, kernels, pack <- k3 <- engine (also hub: stream installs)
+#   checkpoint, io, kernels, pack <- model (the interface: model/model.h)
+#   model <- k3 (an architecture) <- arch (opens a directory as its architecture)
+#   model, arch <- engine (also hub: stream installs)
 #   base <- text
 #   engine, text <- serve <- cli
+# Above the model interface, engine/, serve/ and cli/ never include an
+# architecture's folder (k3/): they see a model through model/ and arch/ only,
+# except the headers named in arch_allowed (none).
 # Tests (*_test.cpp) may reach up: they check a folder through the layers
 # above it. A test helper in src/ (*test_util.h) keeps its folder's layering;
 # one that reaches up lives in tests/support/. Only tests include a helper.
@@ -20,12 +25,17 @@ declare -A below=(
   [hub]="base checkpoint io"
   [kernels]="base"
   [pack]="base checkpoint io hub kernels"
-  [k3]="base checkpoint io kernels pack"
-  [engine]="base checkpoint io hub kernels pack k3"
+  [model]="base checkpoint io kernels pack"
+  [k3]="base checkpoint io kernels pack model"
+  [arch]="base checkpoint io kernels pack model k3"
+  [engine]="base checkpoint io hub kernels pack model arch"
   [text]="base"
-  [serve]="base checkpoint io hub kernels pack k3 engine text"
-  [cli]="base checkpoint io hub kernels pack k3 engine text serve"
+  [serve]="base checkpoint io hub kernels pack model arch engine text"
+  [cli]="base checkpoint io hub kernels pack model arch engine text serve"
 )
+architectures=" k3 "
+above_model=" engine serve cli "
+arch_allowed=()  # "k3/some.h" entries an upper folder may still include
 bad=0
 for dir in "$src"/*/; do
   folder=$(basename "$dir")
@@ -39,8 +49,14 @@ for dir in "$src"/*/; do
     file=${hit%%:*}
     rest=${hit#*:}
     line=${rest%%:*}
-    target=$(sed -E 's/.*#include "([A-Za-z0-9_]+)\/.*/\1/' <<< "${rest#*:}")
-    if [[ "$allowed" != *" $target "* ]]; then
+    target=$(sed -E 's/.*#[[:space:]]*include[[:space:]]*"([A-Za-z0-9_]+)\/.*/\1/' <<< "${rest#*:}")
+    if [[ "$architectures" == *" $target "* && "$above_model" == *" $folder "* ]]; then
+      header=$(sed -E 's/.*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/' <<< "${rest#*:}")
+      if [[ " ${arch_allowed[*]} " != *" $header "* ]]; then
+        echo "layering: ${file#"$src"/}:$line: src/$folder/ includes $header, an architecture's internals (use model/ and arch/)"
+        bad=1
+      fi
+    elif [[ "$allowed" != *" $target "* ]]; then
       echo "layering: ${file#"$src"/}:$line: src/$folder/ includes $target/, which is not below it"
       bad=1
     fi

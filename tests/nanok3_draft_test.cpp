@@ -3,6 +3,7 @@
 // begin it a third time (drafts mostly accepted), 50 of scrambled heldout
 // tokens (drafts, where the model repeats itself, often rejected). Short
 // generations keep it fast.
+#include "arch/open.h"
 #include "engine/generate.h"
 #include "fixture_util.h"
 #include "text/tokenizer.h"

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "arch/open.h"
 #include "engine/perplexity.h"
 #include "engine/session.h"
 #include "fixture_util.h"

@@ -13,10 +13,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "arch/open.h"
 #include "base/error.h"
 #include "base/escape.h"
 #include "k3/k3_config.h"
-#include "k3/model.h"
 
 namespace sluice {
 namespace {

@@ -10,14 +10,15 @@
 #include <vector>
 
 #include "base/bytes.h"
+#include "base/error.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "cli/progress.h"
 #include "cli/token_list.h"
 #include "engine/routing_trace.h"
-#include "k3/state.h"
 #include "hub/http_experts.h"
 #include "io/expert_cache.h"
+#include "model/prefetcher.h"
 
 namespace sluice::cli {
 namespace {
@@ -56,19 +57,21 @@ int run_prefetch(const SimArgs& a) {
   if (!a.ram_budget.empty()) opt.ram_budget = parse_byte_size(a.ram_budget, "--ram-budget");
   auto m = open_model(a.model, opt);
   const ModelConfig& c = m->config();
-  SequenceState st = SequenceState::create(c);
+  ModelState st = m->new_state();
   std::vector<float> logits;
   ProgressLine progress("decode");
   progress.count(0, ids.size(), "tokens");
   for (size_t i = 0; i < ids.size(); i++) {
-    if (i % size_t(a.ctx) == 0) st = SequenceState::create(c);
-    forward(*m, st, std::span<const int>(&ids[i], 1), Logits::None, &logits);
+    if (i % size_t(a.ctx) == 0) st = m->new_state();
+    m->forward(st, std::span<const int>(&ids[i], 1), Logits::None, &logits);
     progress.count(i + 1, ids.size(), "tokens");
   }
-  const Prefetcher& p = m->prefetcher;
-  const ExpertStats e = m->experts->stats();
+  const ModelIo io = m->io();
+  if (!io.prefetcher || !io.experts) fail("cache-sim", "the model has no expert reads to simulate");
+  const Prefetcher& p = *io.prefetcher;
+  const ExpertStats e = io.experts->stats();
   std::printf("prefetch over %zu decoded tokens of %s (expert cache %s)\n", ids.size(), a.text_file.c_str(),
-              format_bytes(m->plan.expert_cache).c_str());
+              format_bytes(m->plan().expert_cache).c_str());
   std::printf("layer  recall  precision  guesses/token\n");
   for (size_t l = 0; l < p.needed.size(); l++) {
     if (!c.is_moe_layer(int(l)) || !p.needed[l]) continue;

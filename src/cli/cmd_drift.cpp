@@ -22,6 +22,7 @@
 #include "cli/token_list.h"
 #include "engine/drift.h"
 #include "kernels/threads.h"
+#include "model/dense_reads.h"
 
 namespace sluice::cli {
 namespace {
@@ -94,7 +95,7 @@ int run_drift(const DriftArgs& a) {
   o.progress = [&](const std::string& what, size_t done, size_t total) { line.count(done, total, what); };
   const DriftReport r = measure_drift(*exact, *lossy, o);
   line.update("done", true);
-  const std::string exact_name = exact->spine->pack() ? "lossless" : "bf16";
+  const std::string exact_name = exact->io().spine && exact->io().spine->pack() ? "lossless" : "bf16";
   std::printf("int8 spine vs exact (%s), %s\n\n| measure | value |\n|---|---|\n", exact_name.c_str(), a.model.c_str());
   if (!o.text.empty())
     std::printf("| held-out perplexity, exact / int8 (%ld tokens, ctx %d) | %.4f / %.4f (%+.3f%%) |\n", r.ppl_tokens,

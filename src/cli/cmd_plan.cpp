@@ -10,8 +10,9 @@
 // disk is measured (random expert-sized O_DIRECT reads, io/bandwidth_probe.h)
 // unless --disk-gbps says; the hit rate is the one the cache's size justifies
 // (justified_hit_rate) unless --hit-rate says.
-// The plan is plan_memory()'s (k3/model.h), the one open_model() follows; for
-// --preset k3 it runs on K3's shipped config (k3/k3_config.h) with no weights.
+// The plan is the model's preview (model/preview.h; for K3 k3/model.h's
+// plan_memory), the one open_model() follows; for --preset k3 it runs on K3's
+// shipped config (k3/k3_config.h) with no weights.
 //
 // Projection: the spine streams through a ring that a loader thread keeps
 // ahead of the computation, so its reads overlap compute. A layer's routed
@@ -47,6 +48,7 @@
 #include "base/error.h"
 #include "base/memory_limit.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/layout.h"
 #include "engine/compute_profile.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
@@ -55,12 +57,7 @@
 #include "io/bandwidth_probe.h"
 #include "io/stripe.h"
 #include "io/span_reader.h"
-#include "k3/k3_config.h"
-#include "k3/model.h"
-#include "k3/step_mix.h"
 #include "kernels/rate_probe.h"
-#include "pack/int8.h"
-#include "pack/pack.h"
 
 namespace sluice::cli {
 namespace {
@@ -196,7 +193,7 @@ struct DiskNeed {
   double full = 0, stream = 0;
 };
 
-DiskNeed disk_need(const Checkpoint& ck, const Spine& bf16_spine) {
+DiskNeed disk_need(const Checkpoint& ck, const ModelPreview& model) {
   const ModelConfig& c = ck.config;
   double experts = 0;
   for (const auto& layer : ck.experts)
@@ -206,8 +203,7 @@ DiskNeed disk_need(const Checkpoint& ck, const Spine& bf16_spine) {
     for (uint64_t b : ck.shard_sizes) full += double(b);
     return {full, full - experts};
   }
-  double spine = double(c.vocab_size) * c.hidden_size * 2;  // the embedding table
-  for (const PackSource& m : bf16_spine.matrix_sources()) spine += double(m.span.length);
+  const double spine = double(c.vocab_size) * c.hidden_size * 2 + model.dense_bytes();  // the embedding table, the spine
   for (int l = 0; l < c.num_hidden_layers; l++)
     if (c.is_moe_layer(l)) experts += double(c.num_experts) * double(c.expert_span_bytes());
   return {spine + experts, spine};
@@ -281,44 +277,27 @@ void print_answer(const PlanArgs& a, const Checkpoint& ck, const std::string& na
 
 int run_plan(const PlanArgs& a) {
   if (a.model.empty() == a.preset.empty()) fail("plan", "give either --model DIR or --preset k3 (or k31)");
-  const Checkpoint ck = !a.preset.empty() ? (a.preset == "k31" ? layout_checkpoint(k31_config(), "Kimi K3.1 Pro")
-                                                               : layout_checkpoint(k3_config(), "Kimi K3"))
-                                          : open_checkpoint_warning(a.model, a.allow_unknown);
+  const Checkpoint ck =
+      !a.preset.empty() ? preset_checkpoint(a.preset) : open_checkpoint_warning(a.model, a.allow_unknown);
   ModelOptions o;
   o.ram_budget = a.ram.empty() ? 0 : parse_byte_size(a.ram, "--ram-budget");
   o.spine = a.spine;
+  o.spine_pack = a.spine_pack;
   o.max_context = a.max_context;
   o.whole_process = true;  // as `run` plans: the budget holds the whole process
   o.chunk_tokens = a.chunk_tokens;
   if (!a.reserve.empty()) o.extra_bytes = parse_byte_size(a.reserve, "--reserve");
-  // The spine as the engine would bind it: the checkpoint's pack when there
-  // (lossless by default, int8 when asked; not with --spine bf16); a modelled
-  // one when lossless or int8 is asked for and there is no pack (lossless:
-  // every block lossless_ratio of its bf16 bytes; int8: its exact row bytes).
-  const bool modelled_ok = a.spine == "lossless" || a.spine == "int8";
-  std::shared_ptr<const Pack> pack;
-  if (!layout_only(ck)) {
-    const bool there = a.spine_pack.empty() ? pack_exists(ck, a.spine) : true;
-    if (there || !modelled_ok) pack = open_spine_pack(ck, a.spine, a.spine_pack);
-  }
-  std::string spine_what = pack ? std::string(spine_format_name(pack->format)) + " pack " + pack->path : "bf16";
-  if (!pack && modelled_ok) {
-    const Spine bf16(ck, o.spine_chunk_bytes);
-    const SpineFormat f = parse_spine_format(a.spine);
-    pack = std::make_shared<const Pack>(modelled_pack(bf16.matrix_sources(), f, a.lossless_ratio));
-    char what[200];
-    if (f == SpineFormat::int8)
-      std::snprintf(what, sizeof what, "int8, modelled (int8 rows and group-of-%d scales, no pack here)", kInt8Group);
-    else
-      std::snprintf(what, sizeof what, "lossless, modelled at %.3f of bf16 (%s)", a.lossless_ratio,
+  // The spine as the engine would bind it (model/preview.h): the checkpoint's
+  // pack when there, or a modelled one when lossless or int8 is asked for and
+  // there is no pack.
+  const std::unique_ptr<ModelPreview> model =
+      preview_model(ck, o, a.lossless_ratio,
                     a.lossless_ratio == kLosslessRatio ? "measured on nanoK3's trained spine" : "--lossless-ratio");
-    spine_what = what;
-  }
-  Spine spine(ck, o.spine_chunk_bytes, pack);
+  const std::string& spine_what = model->dense_what();
   const std::string name = layout_only(ck) ? ck.dir : "the model in " + ck.dir;
   MemoryPlan p;
   try {
-    p = plan_memory(ck, spine, o);
+    p = model->plan(o);
   } catch (const Error& e) {
     // The answer first, then the same error as open_model gives, on stderr.
     std::printf("%s will not run %s: %s\n", capitalized(name).c_str(),
@@ -329,7 +308,7 @@ int run_plan(const PlanArgs& a) {
   const ModelConfig& c = ck.config;
 
   // What one decode step reads, by class, and pushes through each kernel.
-  const StepMix mix = step_mix(c, spine, p.resident_pieces);
+  const StepMix mix = model->step_mix(p);
   const double layers_read = mix.layers_read, head_read = mix.head_read, spine_full_read = mix.spine_full_read;
   const int moe = mix.moe_layers;
   const double span = double(SpanReader::direct_bytes(0, c.expert_span_bytes()));
@@ -379,7 +358,7 @@ int run_plan(const PlanArgs& a) {
   const double after_router = missed * (1 - a.guess_recall) / rate;
   const double expert_wait = spill + after_router;
   const double guessed_path = compute_floor + expert_wait;
-  // The token boundary (k3/step_mix.h token_boundary_mix): the head, the
+  // The token boundary (model/step_mix.h, token_boundary_mix): the head, the
   // layers before the first MoE layer, its attention and router run with no
   // expert read of the step known, and the expert reader sits idle through it
   // (bench's boundary idle matched its token_boundary_s_per_token on the
@@ -387,7 +366,7 @@ int run_plan(const PlanArgs& a) {
   // reading every expert byte and the compute left after it. The boundary's
   // time: bench's saved measurement scaled to this model's boundary bytes,
   // else its kernel bytes' share of the compute floor.
-  const StepMix boundary_mix = token_boundary_mix(c, spine, p.resident_pieces);
+  const StepMix boundary_mix = model->token_boundary_mix(p);
   int boundary_used = 0;
   const double saved_boundary = use_saved ? saved_boundary_s(saved, cores, boundary_mix, r, &boundary_used) : 0;
   const double boundary =
@@ -398,7 +377,7 @@ int run_plan(const PlanArgs& a) {
   const double critical = std::max(guessed_path, boundary_path);
   const double projected = std::max(io_floor, critical);
 
-  print_answer(a, ck, name, p, projected, disk_need(ck, spine), r, disk);
+  print_answer(a, ck, name, p, projected, disk_need(ck, *model), r, disk);
   std::printf("model        %s%s: %d layers (%d MoE), top-%d of %d experts, expert %.1f MB\n",
               layout_only(ck) ? "Kimi K3, config shipped in src/k3/k3_config.cpp (docs/k3-spec.md §1)" : ck.dir.c_str(),
               layout_only(ck) ? ", no weights" : "", c.num_hidden_layers, moe, c.num_experts_per_token, c.num_experts,
@@ -463,7 +442,7 @@ int run_plan(const PlanArgs& a) {
   std::printf(projected >= 0.1 ? "projected    %.3f s/token (%s: the larger of the I/O floor and the critical path)\n"
                                 : "projected    %.6f s/token (%s: the larger of the I/O floor and the critical path)\n",
               projected, io_floor >= critical ? "I/O-bound" : "compute and expert reads");
-  if (a.gpu.given()) print_plan_gpu(a.gpu, ck, spine, p, {r.bf16_gbps * scale, r.mxfp4_gbps * scale, disk.gbps, hit.rate});
+  if (a.gpu.given()) print_plan_gpu(a.gpu, model->placement_request(p), {r.bf16_gbps * scale, r.mxfp4_gbps * scale, disk.gbps, hit.rate});
   return 0;
 }
 

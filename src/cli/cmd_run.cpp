@@ -106,7 +106,7 @@ int clear_line_after_ctrl_c() {
 
 // A summary line, then the expert source's JSON line (cli/expert_stats.h).
 void print_stats(const GenerateResult& r, const Model& model, const ExpertStats& before) {
-  const ExpertStats now = model.experts->stats();
+  const ExpertStats now = model.io().experts->stats();
   const int computed = r.prompt_tokens - r.cached_tokens;
   std::fprintf(stderr, "sluice: prompt %d tokens (%d reused, %d computed in %.3f s", r.prompt_tokens, r.cached_tokens,
                computed, r.prefill_seconds);
@@ -208,7 +208,7 @@ struct Runner {
       }
       piece = serve::Piece{};
     };
-    const ExpertStats before = model.experts->stats();
+    const ExpertStats before = model.io().experts->stats();
     g_interrupts = 0;
     g_generating = true;
     GenerateResult r = generate(session, prompt, o, &cache, [&](const TokenEvent& ev) {
@@ -387,7 +387,7 @@ int run_run(RunArgs& a) {
   // Saved prefix states (the prompt end and the reply end, for the next chat turn) are part of the plan.
   mo.saved_states = 2;
   auto model = open_model(a.m.dir, mo);
-  Runner r(a, *model, model->plan.state_reserve / 3 * 2, mo.max_context);
+  Runner r(a, *model, model->plan().state_reserve / 3 * 2, mo.max_context);
   r.tok = std::move(tok);
   install_sigint();
 

@@ -57,7 +57,7 @@ struct ServeArgs {
 // Bytes one sequence's state takes at `ctx` tokens: KDA state (fixed) plus the
 // MLA cache (and K3.1 Pro's indexer keys).
 uint64_t state_bytes(const ModelConfig& c, int ctx) {
-  return SequenceState::create(c).bytes() + c.cache_bytes_per_position() * uint64_t(std::max(ctx, 1));
+  return new_state_bytes(c) + c.cache_bytes_per_position() * uint64_t(std::max(ctx, 1));
 }
 
 // The default --parallel: up to 4 sequences, as many as keep their states
@@ -212,7 +212,7 @@ std::unique_ptr<Model> load_into(serve::Server& server, const ServeArgs& a, cons
   if (a.test_load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.test_load_delay_ms));
   std::unique_ptr<Model> model = open_model(a.m.dir, mopt);
   server.attach(*model, tok);
-  const MemoryPlan& p = model->plan;
+  const MemoryPlan& p = model->plan();
   say(a.opt.log_json,
       "model loaded in %.1f s (budget %.0f MiB: spine %.0f of %.0f MiB resident, expert cache %.0f MiB)",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), p.budget / 1048576.0,

@@ -10,14 +10,14 @@ namespace sluice::cli {
 std::string expert_stats_json(const Model& model, int tokens) {
   nlohmann::json j;
   j["tokens"] = tokens;
-  j["device"] = describe_backend(model.backend ? *model.backend : cpu_backend());
-  if (model.backend) {
-    const DeviceReport d = device_report(*model.backend, false);
+  j["device"] = describe_backend(model.backend() ? *model.backend() : cpu_backend());
+  if (model.backend()) {
+    const DeviceReport d = device_report(*model.backend(), false);
     if (d.gpu) j["vram"] = {{"total_bytes", d.vram_total}, {"used_bytes", d.vram_used}, {"peak_bytes", d.vram_peak},
                             {"cpu_spill_calls", d.cpu_spill_calls}};
   }
   StreamStats s;
-  if (!model.experts || !stream_stats(*model.experts, &s)) {
+  if (!model.io().experts || !stream_stats(*model.io().experts, &s)) {
     j["expert_source"] = "local";
     return j.dump();
   }

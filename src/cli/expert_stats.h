@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "k3/model.h"
+#include "model/model.h"
 
 namespace sluice::cli {
 

@@ -17,8 +17,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "arch/open.h"
 #include "cli/vram_option.h"
-#include "k3/model.h"
 
 namespace sluice::cli {
 

@@ -6,7 +6,7 @@
 
 #include "base/bytes.h"
 #include "base/error.h"
-#include "k3/placement.h"
+#include "model/placement.h"
 
 namespace sluice::cli {
 namespace {
@@ -64,10 +64,9 @@ void add_plan_gpu_options(CLI::App& sub, PlanGpuArgs& a) {
       ->check(CLI::IsMember({"cpu", "upload"}));
 }
 
-void print_plan_gpu(const PlanGpuArgs& a, const Checkpoint& ck, const Spine& spine, const MemoryPlan& p,
-                    const PlanHostRates& host) {
+void print_plan_gpu(const PlanGpuArgs& a, const PlacementRequest& request, const PlanHostRates& host) {
   const GpuPreset& g = find_preset(a.gpu);
-  PlacementRequest r = placement_request(ck, spine, p);
+  PlacementRequest r = request;
   r.vram = a.vram.empty() ? uint64_t(g.vram_gb * 1e9) : parse_byte_size(a.vram, "--vram");
   r.overhead = parse_byte_size(a.context, "--gpu-context", true);
   r.ram_hit = host.ram_hit;
@@ -84,7 +83,7 @@ void print_plan_gpu(const PlanGpuArgs& a, const Checkpoint& ck, const Spine& spi
               "%.1f GB/s%s\n",
               g.what, double(r.vram) / 1e9, rates.gpu_gemv_gbps, kGemvOfBandwidth, rates.pcie_gbps,
               a.pcie_gbps > 0 ? " (--pcie-gbps)" : "");
-  std::printf("placement    %s\n", describe_placement(pl, ck.config.num_hidden_layers).c_str());
+  std::printf("placement    %s\n", describe_placement(pl, r.layers).c_str());
   std::printf("with GPU     %s (CPU %.1f GB/s bf16, %.1f GB/s MXFP4; disk %.2f GB/s; RAM hit rate %.2f)\n",
               describe_projection(pl).c_str(), host.cpu_bf16_gbps, host.cpu_mxfp4_gbps, host.disk_gbps, host.ram_hit);
 }

@@ -1,5 +1,5 @@
 // cli/plan_gpu.h — `sluice plan`'s GPU lines (issue 37): with --vram or --gpu,
-// the placement k3/placement.h would make on that card beside this machine's
+// the placement model/placement.h would make on that card beside this machine's
 // RAM plan, and the seconds per token it projects.
 //
 //   --gpu NAME        a card's figures (kGpuPresets below: VRAM, memory
@@ -14,8 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "checkpoint/checkpoint.h"
-#include "k3/model.h"
+#include "model/placement.h"
 
 namespace sluice::cli {
 
@@ -38,7 +37,7 @@ struct PlanHostRates {
 // Prints the "placement" line (what is on the GPU, what the CPU computes) and
 // the "with GPU" line (s/token, by part, beside the CPU alone and today's
 // upload-per-call) on stdout. An Error for an unknown --gpu.
-void print_plan_gpu(const PlanGpuArgs& a, const Checkpoint& ck, const Spine& spine, const MemoryPlan& p,
-                    const PlanHostRates& host);
+// `request`: the model's (model/preview.h placement_request).
+void print_plan_gpu(const PlanGpuArgs& a, const PlacementRequest& request, const PlanHostRates& host);
 
 }  // namespace sluice::cli

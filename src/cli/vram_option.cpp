@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "base/bytes.h"
-#include "k3/placement.h"
 #include "kernels/device.h"
+#include "model/placement.h"
 
 namespace sluice::cli {
 
@@ -31,10 +31,9 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
     return;
   }
   const Backend* backend = o.backend;
-  o.on_placement = [a, vram, quiet, expert_tier_given, backend](const Checkpoint& ck, const Spine& spine,
-                                                               const MemoryPlan& plan) {
+  o.on_placement = [a, vram, quiet, expert_tier_given, backend](const PlacementRequest& request) {
     const VramNow now = vram_now(*backend);
-    PlacementRequest r = placement_request(ck, spine, plan);
+    PlacementRequest r = request;
     r.vram = vram ? vram : now.total - std::min<uint64_t>(now.total, uint64_t(2) << 30);  // default: less the reserve
     r.overhead = now.used;  // the context and modules, and whatever else is on the card now
     r.gpu_layers = a.gpu_layers;
@@ -55,7 +54,7 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
       if (now.used > p.vram)
         std::fprintf(stderr, "sluice: warning: --vram %s is below what the card already holds (%s): the CPU computes\n",
                      format_bytes(p.vram).c_str(), format_bytes(now.used).c_str());
-      std::fprintf(stderr, "sluice: placement: %s\n", describe_placement(p, ck.config.num_hidden_layers).c_str());
+      std::fprintf(stderr, "sluice: placement: %s\n", describe_placement(p, r.layers).c_str());
     }
   };
 }

@@ -1,7 +1,7 @@
 // cli/vram_option.h — the GPU placement flags every command that opens a model
 // shares (run, logits, bench, serve, perplexity), and applying them:
 //
-//   --vram SIZE          what may be in use on the GPU (k3/placement.h splits it)
+//   --vram SIZE          what may be in use on the GPU (model/placement.h splits it)
 //   --gpu-layers N       only layers < N of the spine in VRAM (llama.cpp's -ngl)
 //   --gpu-spill cpu|upload  a matrix the GPU does not hold: computed by the CPU
 //                        from RAM (default), or uploaded per call (the old way)
@@ -14,7 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "k3/model.h"
+#include "model/options.h"
 
 namespace sluice::cli {
 
@@ -29,7 +29,7 @@ struct VramArgs {
 void add_vram_options(CLI::App& sub, VramArgs& a);
 
 // Sets o.on_placement when the flags ask for a placement on a GPU entry
-// (o.backend): it plans (k3/placement.h), hands the CUDA entry its limits, and
+// (o.backend): it plans (model/placement.h), hands the CUDA entry its limits, and
 // prints "sluice: placement: ..." on stderr unless quiet. expert_tier_given:
 // --vram-experts was given (the tier is then its, not the plan's).
 void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, ModelOptions& o);

@@ -4,6 +4,7 @@
 
 #include "engine/batch.h"
 #include "k3/k3_config.h"
+#include "k3/model.h"
 
 namespace sluice {
 namespace {

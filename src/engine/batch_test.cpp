@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arch/open.h"
+
 
 namespace sluice {
 namespace {

@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "arch/open.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/stats.h"
@@ -23,7 +24,8 @@
 #include "kernels/device.h"
 #include "kernels/fast.h"
 #include "kernels/threads.h"
-#include "k3/step_mix.h"
+#include "model/dense_reads.h"
+#include "model/prefetcher.h"
 
 namespace sluice {
 
@@ -71,14 +73,14 @@ class Replayer {
  public:
   // The buffers are faulted in here, not while a replay is timed (the expert
   // source's are long since faulted in when a step reads into them).
-  Replayer(Model& m, const SpanReaderOptions& io) : m_(m), reader_(m.ck.shard_paths, io) {
+  Replayer(Model& m, const SpanReaderOptions& io) : m_(m), reader_(m.checkpoint().shard_paths, io) {
     const ModelConfig& c = m.config();
     // An untimed read of one layer's worth of experts grows the pool to what a
     // replay uses (a model may have no MoE layer at all: one dense layer).
     int first_moe = 0;
     while (first_moe < c.num_hidden_layers && !c.is_moe_layer(first_moe)) first_moe++;
-    if (c.num_experts == 0 || size_t(first_moe) >= m.ck.experts.size()) return;
-    const std::vector<FileSpan>& layer = m.ck.experts[size_t(first_moe)];
+    if (c.num_experts == 0 || size_t(first_moe) >= m.checkpoint().experts.size()) return;
+    const std::vector<FileSpan>& layer = m.checkpoint().experts[size_t(first_moe)];
     size_t i = 0;
     read_spans(reader_, c.expert_span_bytes(), [&](FileSpan* s) {
       if (i == layer.size() || i == size_t(c.num_experts_per_token)) return false;
@@ -94,7 +96,7 @@ class Replayer {
     for (const ExpertRead& e : experts) longest = std::max(longest, e.span.length);
     const uint64_t before = reader_.stats().bytes_read;
     const double t0 = steady_s();
-    m_.spine->read_pass(true, [&](int unit) {
+    m_.io().spine->read_pass(true, [&](int unit) {
       if (unit % 2 == 0 || unit / 2 >= m_.config().num_hidden_layers) return;
       size_t i = 0;
       read_spans(reader_, longest, [&](FileSpan* s) {
@@ -105,7 +107,7 @@ class Replayer {
       }, &pool_);
     });
     r.seconds = steady_s() - t0;
-    r.bytes = m_.spine->streamed_bytes_per_pass(true) + (reader_.stats().bytes_read - before);
+    r.bytes = m_.io().spine->streamed_bytes_per_pass(true) + (reader_.stats().bytes_read - before);
     return r;
   }
 
@@ -135,11 +137,11 @@ class Replayer {
         failed = std::current_exception();
       }
     });
-    if (!m_.spine->all_resident()) m_.spine->read_pass(true);
+    if (!m_.io().spine->all_resident()) m_.io().spine->read_pass(true);
     io.join();
     if (failed) std::rethrow_exception(failed);
     r.seconds = steady_s() - t0;
-    r.bytes = m_.spine->streamed_bytes_per_pass(true) + (reader_.stats().bytes_read - before);
+    r.bytes = m_.io().spine->streamed_bytes_per_pass(true) + (reader_.stats().bytes_read - before);
     return r;
   }
 
@@ -175,13 +177,15 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   if (!mo.miss_filler) mo.miss_filler = stream_miss_filler(dir);
   auto m = open_model(dir, mo);
   const double open_s = steady_s() - t_open;
-  if (opt.save_compute && !m->spine->all_resident())
+  const ModelIo mio = m->io();
+  if (!mio.spine || !mio.experts || !mio.prefetcher) fail("bench", "the model reports no reads to measure");
+  if (opt.save_compute && !mio.spine->all_resident())
     fail("bench", "--save-compute needs the whole spine resident (a larger --ram-budget): with a streamed spine "
                   "the loader shares the cores and a step is not compute alone");
   const ModelConfig& c = m->config();
   // The replays read as the engine does: each reader at its share of the depth.
   SpanReaderOptions io;
-  io.queue_depth = m->reader_depth;
+  io.queue_depth = mio.reader_depth;
 
   // A reproducible prompt of ordinary (non-special) ids.
   std::mt19937_64 rng(opt.seed);
@@ -190,9 +194,9 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   for (int& t : prompt) t = int(rng() % uint64_t(ordinary));
 
   Session s(*m);
-  const ExpertStats e0 = m->experts->stats();
-  const uint64_t spine0 = m->spine->bytes_read();
-  const SpanStreamStats ss0 = m->spine->stream_stats();
+  const ExpertStats e0 = mio.experts->stats();
+  const uint64_t spine0 = mio.spine->bytes_read();
+  const SpanStreamStats ss0 = mio.spine->stream_stats();
   const double t0 = steady_s(), cpu0 = cpu_s();
   const auto fed = [&](size_t done, size_t total) {
     if (opt.prefill_progress) opt.prefill_progress(done, total);
@@ -202,13 +206,13 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   int next = argmax(s.logits());
   const double ttft = steady_s() - t0;
   const double prefill_cpu = cpu_s() - cpu0;
-  const ExpertStats e1 = m->experts->stats();
-  const uint64_t spine1 = m->spine->bytes_read();
+  const ExpertStats e1 = mio.experts->stats();
+  const uint64_t spine1 = mio.spine->bytes_read();
   const double prefill_depth = ttft > 0 ? double(e1.read_depth_ns - e0.read_depth_ns) / 1e9 / ttft : 0.0;
   // The prefill's compute floor, same run: its time less the time it sat
   // waiting for expert reads or streamed spine pieces.
   const double prefill_io_wait =
-      double(e1.wait_ns - e0.wait_ns) / 1e9 + (m->spine->stream_stats().consumer_wait_s - ss0.consumer_wait_s);
+      double(e1.wait_ns - e0.wait_ns) / 1e9 + (mio.spine->stream_stats().consumer_wait_s - ss0.consumer_wait_s);
   const double prefill_compute_s = std::max(ttft - prefill_io_wait, 1e-9);
 
   // The device itself: random expert-sized O_DIRECT reads of the model's
@@ -219,33 +223,33 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   po.reader = io;
   po.reader.queue_depth = mo.queue_depth;  // one reader: the whole depth
   std::vector<ProbeResult> probes;
-  if (opt.probe_seconds > 0) probes.push_back(measure_read_ceiling(m->ck.shard_paths, po));
+  if (opt.probe_seconds > 0) probes.push_back(measure_read_ceiling(m->checkpoint().shard_paths, po));
 
   std::vector<ExpertRead> log;
-  const bool logged = m->experts->record_reads(&log);
+  const bool logged = mio.experts->record_reads(&log);
   Replayer replayer(*m, io);
   BenchDrives drives(*m);  // a striped model: per-drive bytes and ceilings
   std::vector<ReplayRecord> spine_passes;  // bare spine passes, before and after the steps
-  if (opt.replay && !m->spine->all_resident()) spine_passes.push_back(replayer.spine_only());
+  if (opt.replay && !mio.spine->all_resident()) spine_passes.push_back(replayer.spine_only());
   std::vector<StepRecord> steps;
   std::vector<ReplayRecord> replays, free_replays;
   for (int i = 0; i < opt.decode_tokens; i++) {
     log.clear();
-    const ExpertStats a = m->experts->stats();
-    const SpanStreamStats sa = m->spine->stream_stats();
-    const DeviceReport da = device_report(*m->backend, false);
+    const ExpertStats a = mio.experts->stats();
+    const SpanStreamStats sa = mio.spine->stream_stats();
+    const DeviceReport da = device_report(*m->backend(), false);
     const uint64_t ta = steady_ns();
     next = argmax(s.step(next));
     const uint64_t tb = steady_ns();
     StepRecord st;
     st.seconds = double(tb - ta) / 1e9;
-    const DeviceReport db = device_report(*m->backend, false);
+    const DeviceReport db = device_report(*m->backend(), false);
     st.h2d = db.uploaded_bytes - da.uploaded_bytes, st.hbm = db.weight_bytes - da.weight_bytes;
     st.tier_hits = db.tier_hits - da.tier_hits, st.tier_misses = db.tier_misses - da.tier_misses;
     st.gpu_calls = db.gpu_calls - da.gpu_calls, st.gpu_call_s = db.call_seconds - da.call_seconds;
-    const ExpertStats b = m->experts->stats();
-    const SpanStreamStats sb = m->spine->stream_stats();
-    st.spine = m->spine->streamed_bytes_per_pass(true);
+    const ExpertStats b = mio.experts->stats();
+    const SpanStreamStats sb = mio.spine->stream_stats();
+    st.spine = mio.spine->streamed_bytes_per_pass(true);
     st.expert = b.bytes_read - a.bytes_read;
     st.hit = b.bytes_hit - a.bytes_hit;
     st.loader_idle = sb.loader_idle_s - sa.loader_idle_s;
@@ -269,9 +273,9 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     }
     if (opt.decode_progress) opt.decode_progress(size_t(i + 1), size_t(opt.decode_tokens));
   }
-  m->experts->record_reads(nullptr);
-  if (opt.replay && !m->spine->all_resident()) spine_passes.push_back(replayer.spine_only());
-  if (opt.probe_seconds > 0) probes.push_back(measure_read_ceiling(m->ck.shard_paths, po));
+  mio.experts->record_reads(nullptr);
+  if (opt.replay && !mio.spine->all_resident()) spine_passes.push_back(replayer.spine_only());
+  if (opt.probe_seconds > 0) probes.push_back(measure_read_ceiling(m->checkpoint().shard_paths, po));
   if (opt.probe_seconds > 0) drives.probe(po);
 
   // Steady steps: all but the first. Step i is bracketed by replays i-1 and i.
@@ -331,13 +335,13 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   nlohmann::json j;
   j["model"] = dir;
   if (drives.striped()) j["drives"] = drives.json(int(n), total_s);
-  j["ram_budget"] = m->plan.budget;
-  j["spine_resident"] = m->plan.spine_resident;
-  j["spine_bytes"] = {{"total", m->plan.spine_total},
-                      {"resident", m->plan.spine_resident_bytes},
-                      {"ring", m->plan.ring},
-                      {"streamed_per_token", m->spine->streamed_bytes_per_pass(true)}};
-  j["expert_cache_bytes"] = m->plan.expert_cache;
+  j["ram_budget"] = m->plan().budget;
+  j["spine_resident"] = m->plan().spine_resident;
+  j["spine_bytes"] = {{"total", m->plan().spine_total},
+                      {"resident", m->plan().spine_resident_bytes},
+                      {"ring", m->plan().ring},
+                      {"streamed_per_token", mio.spine->streamed_bytes_per_pass(true)}};
+  j["expert_cache_bytes"] = m->plan().expert_cache;
   j["queue_depth"] = mo.queue_depth;
   j["queue_depth_per_reader"] = io.queue_depth;  // half each while the spine streams beside the experts
   j["queue_depth_source"] = opt.model.queue_depth > 0 ? "option" : depth_saved ? "probe profile" : "default";
@@ -366,12 +370,12 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   j["io_efficiency_useful"] = ceiling > 0 ? useful / ceiling : 0.0;
   j["prefetch_wasted_bytes_per_token"] = n > 0 ? double(wasted_b) / n : 0.0;
   {
-    const ExpertStats e = m->experts->stats();
+    const ExpertStats e = mio.experts->stats();
     j["prefetch"] = {{"spans", e.prefetched},         {"used", e.prefetch_used},
                      {"cancelled", e.prefetch_cancelled}, {"withdrawn", e.prefetch_withdrawn},
                      {"cut", e.prefetch_cut},             {"wasted", e.prefetch_wasted},
                      {"wasted_bytes", e.prefetch_wasted_bytes}, {"in_flight_at_fetch", e.prefetch_pending}};
-    const Prefetcher& p = m->prefetcher;
+    const Prefetcher& p = *mio.prefetcher;
     std::vector<double> rec, prec;
     for (size_t l = 0; l < p.needed.size(); l++) {
       if (!c.is_moe_layer(int(l))) continue;
@@ -406,21 +410,21 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     // layers, the first MoE layer's attention and router), when no expert
     // read of the step is known yet (the reader was seen idle through it).
     j["token_boundary_s_per_token"] = median(boundary_s);
-    // What that compute pushed through each kernel (k3/step_mix.h), and the
+    // What that compute pushed through each kernel (model/step_mix.h), and the
     // measurement kept for `sluice plan` when asked (a resident spine only:
     // a streamed one's loader shares the cores, so the step is not compute alone).
-    const StepMix mix = step_mix(c, *m->spine, m->plan.resident_pieces);
+    const StepMix mix = m->step_mix();
     j["compute_mix_bytes"] = {{"bf16", mix.bf16}, {"int8", mix.int8}, {"mxfp4", mix.mxfp4}, {"decoded", mix.decoded}};
     if (opt.save_compute) {
       ComputeProfile cp;
       cp.model = dir;
-      cp.ram_budget = m->plan.budget;
+      cp.ram_budget = m->plan().budget;
       cp.threads = kernels::num_threads();
       cp.kernels = fast::isa_name(fast::isa());
       cp.steps = int(compute_s.size());
       cp.compute_s = median(compute_s);
       cp.boundary_s = median(boundary_s);
-      cp.boundary_mix = token_boundary_mix(c, *m->spine, m->plan.resident_pieces);
+      cp.boundary_mix = m->token_boundary_mix();
       cp.mix = mix;
       save_compute_profile(compute_profile_path(), cp);
       j["compute_profile_saved"] = compute_profile_path();
@@ -433,7 +437,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     // CPU seconds per wall second during the prefill: how many cores it kept busy.
     j["prefill_cores_busy"] = ttft > 0 ? prefill_cpu / ttft : 0.0;
   }
-  j["prefetch_recall"] = m->prefetcher.recall();
+  j["prefetch_recall"] = mio.prefetcher->recall();
   j["loader_idle_s_per_token"] = n > 0 ? idle / n : 0.0;
   j["compute_waited_for_spine_s_per_token"] = n > 0 ? wait / n : 0.0;
   j["replay_gbps"] = replay_gbps;
@@ -478,7 +482,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
   // ceilings measured now (same run): its disk bytes at the I/O ceiling above,
   // its host -> device weight bytes at the pinned H2D ceiling, the weight
   // bytes its products read at the HBM read ceiling.
-  const DeviceReport d = device_report(*m->backend, true);
+  const DeviceReport d = device_report(*m->backend(), true);
   if (d.gpu) {
     std::vector<double> floors, over;
     std::vector<std::string> tiers;

@@ -7,14 +7,14 @@
 namespace sluice {
 
 BenchDrives::BenchDrives(const Model& m) {
-  if (!std::filesystem::exists(stripe_manifest_path(m.ck.dir))) return;
-  const Stripe s = read_stripe(m.ck.dir);
+  if (!std::filesystem::exists(stripe_manifest_path(m.checkpoint().dir))) return;
+  const Stripe s = read_stripe(m.checkpoint().dir);
   for (const StripeDrive& d : s.drives) drives_.push_back({d.path, {}, 0, 0});
-  for (size_t id = 0; id < m.ck.shard_paths.size(); id++) {
-    const int d = stripe_drive_of(s, m.ck.shard_paths[id]);
+  for (size_t id = 0; id < m.checkpoint().shard_paths.size(); id++) {
+    const int d = stripe_drive_of(s, m.checkpoint().shard_paths[id]);
     if (d < 0) continue;
     drive_of_file_[int(id)] = size_t(d);
-    drives_[size_t(d)].files.push_back(m.ck.shard_paths[id]);
+    drives_[size_t(d)].files.push_back(m.checkpoint().shard_paths[id]);
   }
   if (drive_of_file_.empty()) drives_.clear();  // --no-stripe, or a stale stripe
 }

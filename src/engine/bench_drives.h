@@ -12,7 +12,7 @@
 
 #include "io/bandwidth_probe.h"
 #include "io/expert_source.h"
-#include "k3/model.h"
+#include "model/model.h"
 
 namespace sluice {
 

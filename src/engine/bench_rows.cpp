@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/stats.h"
+#include "arch/open.h"
 #include "engine/batch.h"
 
 namespace sluice {
@@ -97,8 +98,8 @@ nlohmann::json run_rows_bench(const std::string& dir, const RowsBenchOptions& op
   }
   nlohmann::json out;
   out["model"] = dir;
-  out["ram_budget"] = m->plan.budget;
-  out["spine_resident"] = m->plan.spine_resident;
+  out["ram_budget"] = m->plan().budget;
+  out["spine_resident"] = m->plan().spine_resident;
   out["prompt_tokens"] = opt.prompt_tokens;
   out["decode_tokens"] = opt.decode_tokens;
   out["draft_max"] = opt.draft_max;

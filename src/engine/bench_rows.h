@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "k3/model.h"
+#include "model/model.h"
 
 namespace sluice {
 

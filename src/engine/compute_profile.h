@@ -25,7 +25,7 @@
 #include <vector>
 #include <string>
 
-#include "k3/step_mix.h"
+#include "model/step_mix.h"
 #include "kernels/rate_probe.h"
 
 namespace sluice {

@@ -17,8 +17,8 @@ struct Pass {
 
 Pass run(Model& m, const std::vector<int>& tokens) {
   Pass p;
-  SequenceState st = SequenceState::create(m.config());
-  forward(m, st, tokens, Logits::All, &p.logits, &p.trace);
+  ModelState st = m.new_state();
+  m.forward(st, tokens, Logits::All, &p.logits, &p.trace);
   return p;
 }
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "k3/model.h"
+#include "model/model.h"
 
 namespace sluice {
 

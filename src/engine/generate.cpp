@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "base/error.h"
+#include "model/dense_reads.h"
 
 namespace sluice {
 
@@ -278,9 +279,10 @@ GenerateResult generate(Session& s, std::span<const int> prompt, const GenerateO
 }
 
 uint64_t model_bytes_read(const Model& m) {
-  uint64_t b = m.globals_bytes_read;
-  if (m.spine) b += m.spine->bytes_read();
-  if (m.experts) b += m.experts->stats().bytes_read;
+  const ModelIo io = m.io();
+  uint64_t b = io.globals_bytes_read;
+  if (io.spine) b += io.spine->bytes_read();
+  if (io.experts) b += io.experts->stats().bytes_read;
   return b;
 }
 

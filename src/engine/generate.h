@@ -36,7 +36,7 @@
 
 namespace sluice {
 
-// Saved session states to resume from, bounded by bytes (SequenceState::bytes()
+// Saved session states to resume from, bounded by bytes (ModelState::bytes()
 // plus tokens and logits), least recently used dropped first. Not thread-safe:
 // it lives beside the one Session that uses the model.
 class PrefixCache {

@@ -8,7 +8,9 @@
 
 #include <cmath>
 
+#include "arch/open.h"
 #include "base/error.h"
+#include "k3/k3_model.h"
 
 namespace sluice {
 namespace {
@@ -165,7 +167,7 @@ TEST_F(Generate, SeededSamplingIsReproducible) {
 
 TEST_F(Generate, PrefixCacheResumesExactly) {
   // Expert spans handed to the MoE: what a resumed prefix saves.
-  auto fetched = [&] { return model->experts->stats().fetched; };
+  auto fetched = [&] { return k3_parts(*model).experts->stats().fetched; };
   PrefixCache cache(64ull << 20);
   GenerateOptions o;
   o.max_new_tokens = 5;

@@ -7,7 +7,7 @@
 #include <functional>
 #include <span>
 
-#include "k3/model.h"
+#include "model/model.h"
 
 namespace sluice {
 

@@ -17,13 +17,13 @@ RoutingTrace routing_trace(Model& m, std::span<const int> tokens, int ctx,
   tr.top_k = c.num_experts_per_token;
   const size_t L = size_t(tr.layers), K = size_t(tr.top_k);
   tr.experts.resize(tokens.size() * L * K);
-  SequenceState st = SequenceState::create(c);
+  ModelState st = m.new_state();
   if (progress) progress(0, tokens.size());  // said at once: the first piece may take a while
   for (size_t at = 0; at < tokens.size();) {
-    if (at % size_t(ctx) == 0) st = SequenceState::create(c);  // a fresh sequence per chunk
+    if (at % size_t(ctx) == 0) st = m.new_state();  // a fresh sequence per chunk
     const size_t T = std::min({kRoutingTracePiece, size_t(ctx) - at % size_t(ctx), tokens.size() - at});
     ForwardTrace ft;
-    forward(m, st, tokens.subspan(at, T), Logits::None, nullptr, &ft);
+    m.forward(st, tokens.subspan(at, T), Logits::None, nullptr, &ft);
     // ForwardTrace: [layer][t][k]; the trace: [token][layer][k].
     for (size_t l = 0; l < L; l++)
       for (size_t t = 0; t < T; t++)

@@ -10,7 +10,7 @@
 #include <functional>
 #include <span>
 
-#include "k3/model.h"
+#include "model/model.h"
 #include "io/expert_cache.h"
 
 namespace sluice {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "arch/open.h"
+
 namespace sluice {
 namespace {
 
@@ -11,9 +13,9 @@ namespace {
 void expect_choices_of_one_pass(Model& m, const std::vector<int>& toks, const RoutingTrace& tr) {
   const ModelConfig& c = m.config();
   const int L = c.num_hidden_layers - c.first_k_dense_replace, K = c.num_experts_per_token, T = int(toks.size());
-  SequenceState st = SequenceState::create(c);
+  ModelState st = m.new_state();
   ForwardTrace ft;
-  forward(m, st, toks, Logits::None, nullptr, &ft);
+  m.forward(st, toks, Logits::None, nullptr, &ft);
   for (int l = 0; l < L; l++)
     for (int t = 0; t < T; t++)
       for (int k = 0; k < K; k++)

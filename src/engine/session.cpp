@@ -6,16 +6,16 @@
 
 namespace sluice {
 
-Session::Session(Model& model) : model_(model), state_(SequenceState::create(model.config())) {}
+Session::Session(Model& model) : model_(model), state_(model.new_state()) {}
 
 const std::vector<float>& Session::prefill(std::span<const int> tokens) {
-  forward(model_, state_, tokens, Logits::Last, &logits_);
+  model_.forward(state_, tokens, Logits::Last, &logits_);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   return logits_;
 }
 
 const std::vector<float>& Session::prefill_all(std::span<const int> tokens) {
-  forward(model_, state_, tokens, Logits::All, &logits_);
+  model_.forward(state_, tokens, Logits::All, &logits_);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   return logits_;
 }
@@ -26,7 +26,7 @@ const std::vector<float>& Session::step(int token) {
 }
 
 const std::vector<float>& Session::verify(std::span<const int> tokens) {
-  forward(model_, state_, tokens, Logits::All, &logits_, nullptr, &undo_);
+  model_.forward(state_, tokens, Logits::All, &logits_, nullptr, &undo_);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   return logits_;
 }
@@ -36,23 +36,23 @@ void Session::feed_together(std::span<Session* const> sessions, std::span<const 
   if (sessions.size() != chunks.size()) fail("feed_together", "one chunk per session");
   if (sessions.empty()) fail("feed_together", "no sessions");
   Model& m = sessions[0]->model_;
-  std::vector<SequenceRows> seqs;
+  std::vector<ModelRows> seqs;
   for (size_t i = 0; i < sessions.size(); i++) {
     Session& s = *sessions[i];
     if (&s.model_ != &m) fail("feed_together", "sessions of different models");
-    s.undo_.T = 0;
+    s.undo_.clear();
     const bool prompt = i < prompt_chunks;
     const bool verifying = which == Logits::All && !prompt && chunks[i].size() > 1;
     seqs.push_back({&s.state_, chunks[i], verifying ? &s.undo_ : nullptr, prompt});
   }
-  forward_rows(m, seqs, which, &logits);
+  m.forward_rows(seqs, which, &logits);
   for (size_t i = 0; i < sessions.size(); i++)
     sessions[i]->tokens_.insert(sessions[i]->tokens_.end(), chunks[i].begin(), chunks[i].end());
 }
 
 void Session::keep_verified(int keep) {
-  const int drop = undo_.T - keep;
-  rollback(model_, state_, undo_, keep);
+  const int drop = undo_.rows() - keep;
+  model_.rollback(state_, undo_, keep);
   tokens_.resize(tokens_.size() - size_t(drop));
 }
 
@@ -72,13 +72,13 @@ bool Session::prefill_chunked(std::span<const int> tokens, int chunk, const Pref
 void Session::reset() {
   state_.reset();
   tokens_.clear();
-  undo_.T = 0;
+  undo_.clear();
 }
 
 void Session::restore(const Snapshot& s) {
   state_ = s.state;
   tokens_ = s.tokens;
-  undo_.T = 0;
+  undo_.clear();
 }
 
 int argmax(std::span<const float> logits) {

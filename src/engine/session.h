@@ -1,6 +1,6 @@
 // engine/session.h — one conversation with a model: its tokens and its state.
 //
-// A Session owns a SequenceState and the token history that produced it.
+// A Session owns a sequence state (model/state.h) and the token history that produced it.
 // prefill() runs a whole prompt chunk at once, step() one token; both return
 // the logits of the last position. snapshot()/restore() make a cheap rollback
 // point (the state is a value); verify()/keep_verified() cut back a chunk
@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "k3/model.h"
+#include "model/model.h"
 
 namespace sluice {
 
@@ -29,11 +29,11 @@ class Session {
   // verification); returns the logits [T][V] of every position.
   const std::vector<float>& verify(std::span<const int> tokens);
   // Keeps the first `keep` tokens of the last verify() chunk: the state is then
-  // bitwise what feeding only them leaves (k3/model.h: rollback). Call once, before any other feed.
+  // bitwise what feeding only them leaves (model/model.h: rollback). Call once, before any other feed.
   void keep_verified(int keep);
 
   // Feeds tokens in chunks of at most `chunk` (bitwise the same as one chunk:
-  // see k3/model.h), calling progress(done, total) before the first chunk and
+  // see model/model.h), calling progress(done, total) before the first chunk and
   // after each. When progress returns false the feed stops there and this
   // returns false; the session then holds the chunks already fed. On true,
   // logits() holds the last position's logits [V].
@@ -41,7 +41,7 @@ class Session {
   bool prefill_chunked(std::span<const int> tokens, int chunk, const PrefillProgress& progress);
   const std::vector<float>& logits() const { return logits_; }
 
-  // One pass over several sessions (engine/batch.h: k3/model.h's forward_rows),
+  // One pass over several sessions (engine/batch.h: model/model.h's forward_rows),
   // each bitwise as if fed alone. Logits::All: session i feeds chunks[i] like
   // verify() (a chunk of one like step()) and `logits` gets [all rows][V] in
   // order; Logits::Last: like prefill(), `logits` gets [sessions][V]. The
@@ -52,11 +52,11 @@ class Session {
 
   void reset();
   const std::vector<int>& tokens() const { return tokens_; }
-  const SequenceState& state() const { return state_; }
+  const ModelState& state() const { return state_; }
   Model& model() { return model_; }
 
   struct Snapshot {
-    SequenceState state;
+    ModelState state;
     std::vector<int> tokens;
   };
   Snapshot snapshot() const { return {state_, tokens_}; }
@@ -64,10 +64,10 @@ class Session {
 
  private:
   Model& model_;
-  SequenceState state_;
+  ModelState state_;
   std::vector<int> tokens_;
   std::vector<float> logits_;
-  ChunkUndo undo_;
+  ModelUndo undo_;
 };
 
 int argmax(std::span<const float> logits);

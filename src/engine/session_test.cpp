@@ -7,6 +7,9 @@
 
 #include <random>
 
+#include "arch/open.h"
+#include "k3/k3_model.h"
+
 namespace sluice {
 
 // Checks the prefill/decode identity on the model at `dir` with a random prompt.
@@ -36,8 +39,8 @@ void expect_prefill_equals_steps(const std::string& dir, int T, uint32_t seed) {
   ASSERT_EQ(chunked, all);
 
   for (const Session* s : {&split, &chunks}) {
-    const SequenceState& a = whole.state();
-    const SequenceState& b = s->state();
+    const SequenceState& a = k3_state(whole.state());
+    const SequenceState& b = k3_state(s->state());
     EXPECT_EQ(a.pos, b.pos);
     for (size_t l = 0; l < a.kda.size(); l++) {
       EXPECT_EQ(a.kda[l].S, b.kda[l].S) << "KDA state of layer " << l;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arch/open.h"
 #include "base/error.h"
 #include "engine/generate.h"
 #include "k3/state_test_util.h"

@@ -8,9 +8,9 @@
 
 #include <filesystem>
 
+#include "arch/open.h"
 #include "base/disk_full_test_util.h"
 #include "engine/session_test_util.h"
-#include "k3/model.h"
 #include "support/pack_test_util.h"
 
 namespace sluice {

@@ -10,10 +10,11 @@
 #include <fstream>
 #include <random>
 
+#include "arch/open.h"
 #include "checkpoint/synthetic_model.h"
 #include "engine/session.h"
 #include "engine/session_test_util.h"
-#include "k3/model.h"
+#include "k3/k3_model.h"
 #include "k3/state_test_util.h"
 
 namespace sluice {
@@ -105,7 +106,7 @@ TEST(Dsa, PrefillEqualsTokenByToken) {
   b.prefill(t);
   expect_same_state(a.state(), b.state());
   const size_t keys = size_t(sparse_model().config().dsa_head_dim) * t.size();
-  EXPECT_EQ(a.state().mla[3].idx.size(), keys);
+  EXPECT_EQ(k3_state(a.state()).mla[3].idx.size(), keys);
   EXPECT_EQ(a.state().bytes(), b.state().bytes());
 }
 
@@ -128,13 +129,13 @@ TEST(Dsa, RollbackOfAVerifiedChunkIsBitwiseThePrefix) {
 TEST(Dsa, SeveralSequencesInOnePassAreEachTheirOwn) {
   Model& m = sparse_model();
   const std::vector<int> t1 = tokens(30, 6), t2 = tokens(20, 7);
-  SequenceState s1 = SequenceState::create(m.config()), s2 = SequenceState::create(m.config());
+  ModelState s1 = m.new_state(), s2 = m.new_state();
   std::vector<float> both, one, two;
-  const SequenceRows rows[2] = {{&s1, t1}, {&s2, t2}};
-  forward_rows(m, rows, Logits::Last, &both);
-  SequenceState a = SequenceState::create(m.config()), b = SequenceState::create(m.config());
-  forward(m, a, t1, Logits::Last, &one);
-  forward(m, b, t2, Logits::Last, &two);
+  const ModelRows rows[2] = {{&s1, t1}, {&s2, t2}};
+  m.forward_rows(rows, Logits::Last, &both);
+  ModelState a = m.new_state(), b = m.new_state();
+  m.forward(a, t1, Logits::Last, &one);
+  m.forward(b, t2, Logits::Last, &two);
   const size_t V = size_t(m.config().vocab_size);
   EXPECT_EQ(0, std::memcmp(both.data(), one.data(), V * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(both.data() + V, two.data(), V * sizeof(float)));

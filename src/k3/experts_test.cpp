@@ -2,7 +2,9 @@
 // an error naming the shard; once the file is repaired the next pass reads it
 // and gives the logits of an untouched model (the in-flight bookkeeping of the
 // failed pass is gone: no "wait_any: no span outstanding", no stale slots).
+#include "arch/open.h"
 #include "io/expert_source.h"
+#include "k3/k3_model.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +14,6 @@
 
 #include "base/error.h"
 #include "engine/session.h"
-#include "k3/model.h"
 
 namespace sluice {
 namespace {
@@ -49,14 +50,14 @@ TEST(Experts, FailedReadFailsOnePassAndTheRepairedFileReadsAgain) {
     ModelOptions o;
     o.ram_budget = budget;
     auto m = open_model(dir.string(), o);
-    if (!m->plan.spine_resident) continue;
+    if (!k3_parts(*m).plan.spine_resident) continue;
     ran++;
     // Cut the shard of the first MoE layer's experts just before its first expert.
     const ModelConfig& c = m->config();
-    const FileSpan& first = m->ck.experts.at(size_t(c.first_k_dense_replace)).at(0);
-    const std::string shard = m->ck.shard_paths[size_t(first.file)];
+    const FileSpan& first = k3_parts(*m).ck.experts.at(size_t(c.first_k_dense_replace)).at(0);
+    const std::string shard = k3_parts(*m).ck.shard_paths[size_t(first.file)];
     uint64_t cut = first.offset;
-    for (const auto& layer : m->ck.experts)
+    for (const auto& layer : k3_parts(*m).ck.experts)
       for (const FileSpan& s : layer)
         if (s.file == first.file && s.length > 0) cut = std::min(cut, s.offset);
     const std::string good = slurp(shard);

@@ -23,36 +23,12 @@
 #include "base/numeric.h"
 #include "base/read_fault.h"
 #include "k3/layers.h"
+#include "k3/placement.h"
 #include "io/depth_profile.h"
 #include "io/span_reader.h"
 #include "io/stripe.h"
 
 namespace sluice {
-
-// 3/4 of the memory this process may use (the smaller of RAM and its cgroup's
-// limit, base/memory_limit.h): leave a quarter to the OS and the page cache
-// (inside a cgroup: to the page cache its limit also charges).
-uint64_t default_ram_budget() {
-  const uint64_t usable = usable_memory().bytes;
-  return usable > 0 ? usable / 4 * 3 : 8ull << 30;
-}
-
-int default_queue_depth(const std::string& dir, bool* saved) {
-  const int qd = saved_queue_depth(dir);
-  if (saved) *saved = qd > 0;
-  return qd > 0 ? qd : kUnprofiledQueueDepth;
-}
-
-int reader_queue_depth(int depth, bool spine_streams) { return spine_streams ? std::max(1, depth / 2) : depth; }
-
-uint64_t resident_bytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int got = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  return got == 2 ? uint64_t(resident) * uint64_t(sysconf(_SC_PAGESIZE)) : 0;
-}
 
 uint64_t working_bytes(const ModelConfig& c, int T, int logit_rows) {
   const uint64_t t = uint64_t(std::max(T, 1)), H = uint64_t(c.hidden_size), V = uint64_t(c.vocab_size);
@@ -207,8 +183,8 @@ std::shared_ptr<const Pack> open_spine_pack(const Checkpoint& ck, const std::str
   return pack;
 }
 
-std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& opt) {
-  auto m = std::make_unique<Model>();
+std::unique_ptr<K3Model> open_k3_model(const std::string& dir, const ModelOptions& opt) {
+  auto m = std::make_unique<K3Model>();
   m->ck = open_checkpoint(dir, {.allow_unknown = opt.allow_unknown});
   if (opt.on_warning)
     for (const std::string& f : m->ck.ignored_features) opt.on_warning(ignored_feature_warning(dir, f));
@@ -217,7 +193,7 @@ std::unique_ptr<Model> open_model(const std::string& dir, const ModelOptions& op
   m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine, opt.spine_pack), m->backend);
   m->plan = plan_memory(m->ck, *m->spine, opt);
   if (opt.on_plan) opt.on_plan(m->plan);
-  if (opt.on_placement) opt.on_placement(m->ck, *m->spine, m->plan);
+  if (opt.on_placement) opt.on_placement(placement_request(m->ck, *m->spine, m->plan));
   m->queue_depth = opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(dir);
   m->reader_depth = reader_queue_depth(m->queue_depth, !m->plan.spine_resident);
   SpanReaderOptions io;
@@ -264,7 +240,7 @@ namespace {
 // router runs, so the earlier guesses it does not confirm are withdrawn (not
 // started) or cut short (under way): they are mostly wrong and their reads
 // would only compete with needed ones.
-void add_lookahead(Model& m, int n, const float* y, int rows, int per_row, bool replace) {
+void add_lookahead(K3Model& m, int n, const float* y, int rows, int per_row, bool replace) {
   const ModelConfig& c = m.config();
   const int E = c.num_experts, K = c.num_experts_per_token;
   Prefetcher& p = m.prefetcher;
@@ -296,7 +272,7 @@ void add_lookahead(Model& m, int n, const float* y, int rows, int per_row, bool 
 }
 
 // Starts layer n's guess: the previous token's route there.
-void start_guess(Model& m, int n) {
+void start_guess(K3Model& m, int n) {
   const ModelConfig& c = m.config();
   Prefetcher& p = m.prefetcher;
   p.guess.resize(size_t(c.num_hidden_layers));
@@ -309,7 +285,7 @@ void start_guess(Model& m, int n) {
 }
 
 // Recall of the guess made for layer l, and the route the next token's guess reuses.
-void score_guess(Model& m, int l, const std::vector<int>& chosen, int T) {
+void score_guess(K3Model& m, int l, const std::vector<int>& chosen, int T) {
   const ModelConfig& c = m.config();
   Prefetcher& p = m.prefetcher;
   const int K = c.num_experts_per_token;
@@ -328,18 +304,18 @@ void score_guess(Model& m, int l, const std::vector<int>& chosen, int T) {
   }
 }
 
-void forward_pass(Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
+void forward_pass(K3Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
                   ForwardTrace* trace);
 
 }  // namespace
 
-void forward(Model& m, SequenceState& st, std::span<const int> tokens, Logits which, std::vector<float>* logits,
+void forward(K3Model& m, SequenceState& st, std::span<const int> tokens, Logits which, std::vector<float>* logits,
              ForwardTrace* trace, ChunkUndo* undo) {
   const SequenceRows one[1] = {{&st, tokens, undo}};
   forward_rows(m, one, which, logits, trace);
 }
 
-void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
+void forward_rows(K3Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
                   ForwardTrace* trace) {
   forward_pass(m, seqs, which, logits, trace);
   note_reads_ok();  // every weight this pass needed was read: /health is ok again after read failures
@@ -347,7 +323,7 @@ void forward_rows(Model& m, std::span<const SequenceRows> seqs, Logits which, st
 
 namespace {
 
-void forward_pass(Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
+void forward_pass(K3Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
                   ForwardTrace* trace) {
   const ModelConfig& c = m.config();
   const int H = c.hidden_size, V = c.vocab_size;
@@ -506,7 +482,7 @@ void forward_pass(Model& m, std::span<const SequenceRows> seqs, Logits which, st
 
 }  // namespace
 
-void rollback(Model& m, SequenceState& st, ChunkUndo& undo, int keep) {
+void rollback(K3Model& m, SequenceState& st, ChunkUndo& undo, int keep) {
   const ModelConfig& c = m.config();
   if (undo.T == 0 || st.pos != undo.pos0 + undo.T) fail("rollback", "the state has moved since the recorded chunk");
   if (keep < 0 || keep > undo.T) fail("rollback", "keep " + std::to_string(keep) + " is outside the chunk");

@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <set>
 
+#include "arch/open.h"
 #include "base/error.h"
 #include "base/read_fault.h"
 #include "engine/session_test_util.h"
 #include "io/aligned_buffer.h"
+#include "k3/k3_model.h"
 #include "kernels/backend.h"
 
 namespace sluice {
@@ -23,12 +25,12 @@ const std::string kFixture = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k
 TEST(Model, StreamedSpineIsBitIdenticalToResident) {
   const std::vector<int> toks = {448, 259, 309, 412, 370, 399, 335, 283, 72, 307, 450, 12};
   auto resident = open_model(kFixture);
-  ASSERT_TRUE(resident->plan.spine_resident);
+  ASSERT_TRUE(k3_parts(*resident).plan.spine_resident);
   ModelOptions small;
   small.ram_budget = 2 << 20;  // 2 MiB: the fixture is 4.4 MB
   auto streamed = open_model(kFixture, small);
-  EXPECT_FALSE(streamed->plan.spine_resident);
-  EXPECT_LE(streamed->plan.minimum, small.ram_budget);
+  EXPECT_FALSE(k3_parts(*streamed).plan.spine_resident);
+  EXPECT_LE(k3_parts(*streamed).plan.minimum, small.ram_budget);
   for (bool steps : {false, true}) {
     EXPECT_EQ(run_all(*resident, toks, steps), run_all(*streamed, toks, steps)) << (steps ? "step" : "prefill");
   }
@@ -38,7 +40,7 @@ TEST(Model, StreamedSpineIsBitIdenticalToResident) {
   auto chunked = open_model(kFixture, chunks);
   EXPECT_EQ(run_all(*resident, toks, false), run_all(*chunked, toks, false));
   // Streaming reads every layer again for every forward call.
-  EXPECT_GT(streamed->spine->bytes_read(), resident->spine->bytes_read() * 2);
+  EXPECT_GT(k3_parts(*streamed).spine->bytes_read(), k3_parts(*resident).spine->bytes_read() * 2);
 }
 
 // The model computes on the backend it is given (kernels/backend.h; the
@@ -47,14 +49,14 @@ TEST(Model, StreamedSpineIsBitIdenticalToResident) {
 // summation-order noise.
 TEST(Model, RunsOnEveryCpuBackend) {
   const std::vector<int> toks = {448, 259, 309, 412, 370, 399};
-  EXPECT_EQ(open_model(kFixture)->backend, &cpu_backend());
+  EXPECT_EQ(k3_parts(*open_model(kFixture)).backend, &cpu_backend());
   std::vector<std::vector<float>> per_entry;
   for (const Backend* be : backends()) {
     ModelOptions o;
     o.backend = be;
     auto m = open_model(kFixture, o);
-    EXPECT_EQ(m->backend, be);
-    EXPECT_EQ(&m->spine->backend(), be);
+    EXPECT_EQ(k3_parts(*m).backend, be);
+    EXPECT_EQ(&k3_parts(*m).spine->backend(), be);
     per_entry.push_back(run_all(*m, toks, false));
     EXPECT_EQ(run_all(*m, toks, true), per_entry.back()) << be->name << ": prefill != steps";
   }
@@ -81,11 +83,11 @@ TEST(Model, PartlyResidentSpineIsBitIdenticalAndStreamsLess) {
     o.spine_chunk_bytes = 16 << 10;  // many pieces, so partial residency has room to show
     o.max_context = 256;             // little state: the budget goes to the spine
     auto m = open_model(kFixture, o);
-    const MemoryPlan& p = m->plan;
+    const MemoryPlan& p = k3_parts(*m).plan;
     ASSERT_FALSE(p.spine_resident) << budget;
     EXPECT_LE(p.spine_resident_bytes + p.ring + p.fixed + p.state_reserve + p.expert_buffers + p.expert_cache, budget);
     EXPECT_EQ(run_all(*m, toks, true), want) << "budget " << budget;
-    const uint64_t streamed = m->spine->streamed_bytes_per_pass(true);
+    const uint64_t streamed = k3_parts(*m).spine->streamed_bytes_per_pass(true);
     EXPECT_LE(streamed, last_streamed) << budget;
     last_streamed = streamed;
     if (p.spine_resident_bytes > 0) {
@@ -118,7 +120,7 @@ TEST(Model, ReadersShareTheQueueDepthWhileTheSpineStreams) {
   o.max_context = 256;
   o.queue_depth = 1;
   auto m = open_model(kFixture, o);
-  ASSERT_FALSE(m->plan.spine_resident);
+  ASSERT_FALSE(k3_parts(*m).plan.spine_resident);
   EXPECT_EQ(run_all(*m, toks, true), want);
 }
 
@@ -136,7 +138,7 @@ TEST(Model, ShardTruncatedMidRunGivesAnErrorNamingIt) {
   const std::vector<int> prompt = {448, 259, 309};
   s.prefill(prompt);
   // The head is read on every pass; cut its shard in half.
-  const std::string shard = m->ck.shard_paths[size_t(m->ck.tensor("lm_head.weight").shard)];
+  const std::string shard = k3_parts(*m).ck.shard_paths[size_t(k3_parts(*m).ck.tensor("lm_head.weight").shard)];
   fs::resize_file(shard, fs::file_size(shard) / 2);
   std::string error;
   for (int i = 0; i < 4 && error.empty(); i++) {
@@ -166,7 +168,7 @@ TEST(Model, ReadFaultsFailOnlyThePassThatHitsThem) {
   const std::vector<int> toks = {448, 259, 309, 412, 370};
   auto reference = open_model(kFixture);
   const std::vector<float> clean = run_all(*reference, toks, false);
-  const Checkpoint& ck = reference->ck;
+  const Checkpoint& ck = k3_parts(*reference).ck;
   const int H = ck.config.hidden_size;
   struct Target {
     const char* name;
@@ -194,7 +196,7 @@ TEST(Model, ReadFaultsFailOnlyThePassThatHitsThem) {
       for (FaultKind kind : {FaultKind::eio, FaultKind::short_read}) {
         SCOPED_TRACE(std::string(streamed ? "streamed " : "resident ") + t.name + (kind == FaultKind::eio ? " eio" : " short"));
         auto m = open_model(kFixture, o);  // a fresh one: nothing cached yet
-        ASSERT_EQ(m->plan.spine_resident, !streamed);
+        ASSERT_EQ(k3_parts(*m).plan.spine_resident, !streamed);
         const std::string shard = ck.shard_paths[size_t(t.file)];
         // EIO once; a short read until cleared (a buffered read cut short
         // goes on where it stopped: one cut alone may not fail it).
@@ -259,7 +261,7 @@ TEST(Model, ExpertSourcesGiveIdenticalLogits) {
     auto m = open_model(kFixture, o);
     EXPECT_EQ(run_all(*m, toks, false), want) << "budget " << budget;
     EXPECT_EQ(run_all(*m, toks, true), want_steps) << "budget " << budget;
-    ExpertStats st = m->experts->stats();
+    ExpertStats st = k3_parts(*m).experts->stats();
     EXPECT_GT(st.fetched, 0u);
     if (budget == (uint64_t(64) << 20)) {
       EXPECT_GT(st.cache_hits, 0u);
@@ -280,10 +282,10 @@ TEST(Model, PrefillReadsEachNeededExpertOncePerLayer) {
   auto m = open_model(kFixture, o);
   std::vector<int> toks;
   for (int i = 0; i < 64; i++) toks.push_back((i * 37 + 11) % 448);
-  SequenceState st = SequenceState::create(m->config());
+  ModelState st = m->new_state();
   std::vector<float> logits;
   ForwardTrace trace;
-  forward(*m, st, toks, Logits::Last, &logits, &trace);
+  m->forward(st, toks, Logits::Last, &logits, &trace);
   const ModelConfig& c = m->config();
   const int K = c.num_experts_per_token, T = int(toks.size());
   size_t unique = 0;
@@ -292,7 +294,7 @@ TEST(Model, PrefillReadsEachNeededExpertOncePerLayer) {
                        trace.experts.begin() + ptrdiff_t(size_t(l + 1) * T * K));
     unique += used.size();
   }
-  const ExpertStats s = m->experts->stats();
+  const ExpertStats s = k3_parts(*m).experts->stats();
   EXPECT_EQ(s.fetched, unique);
   EXPECT_LT(unique, size_t(T) * K * size_t(c.num_hidden_layers - c.first_k_dense_replace));
   EXPECT_LE(s.bytes_read, (unique + s.prefetched) * (c.expert_span_bytes() + 8192));
@@ -311,14 +313,14 @@ namespace {
 TEST(Model, ForwardUsesSpineMatricesInDeclaredOrder) {
   auto m = open_model(kFixture);
   std::vector<int> used;
-  m->spine->record_use(&used);
-  SequenceState st = SequenceState::create(m->config());
+  k3_parts(*m).spine->record_use(&used);
+  ModelState st = m->new_state();
   std::vector<float> logits;
   for (int T : {5, 1}) {
     used.clear();
     const std::vector<int> toks(size_t(T), 7);
-    forward(*m, st, toks, Logits::Last, &logits);
-    ASSERT_EQ(used.size(), size_t(m->spine->head().id + 1)) << "T=" << T;
+    m->forward(st, toks, Logits::Last, &logits);
+    ASSERT_EQ(used.size(), size_t(k3_parts(*m).spine->head().id + 1)) << "T=" << T;
     for (size_t i = 0; i < used.size(); i++) ASSERT_EQ(used[i], int(i)) << "T=" << T << ", use " << i;
   }
 }

@@ -21,7 +21,7 @@ namespace {
 
 // R sequences with different histories; then one pass of rows from all of
 // them (lengths 1..4) against each fed alone.
-void expect_rows_equal_alone(Model& m, uint32_t seed) {
+void expect_rows_equal_alone(K3Model& m, uint32_t seed) {
   const int V = m.config().vocab_size;
   std::mt19937 rng(seed);
   auto toks = [&](int n) {
@@ -75,14 +75,14 @@ void expect_rows_equal_alone(Model& m, uint32_t seed) {
 const std::string kFixture = std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model";
 
 TEST(ForwardRows, EachRowAsAloneOnTheFixture) {
-  auto m = open_model(kFixture);
+  auto m = open_k3_model(kFixture);
   expect_rows_equal_alone(*m, 1);
 }
 
 TEST(ForwardRows, EachRowAsAloneWhenTheSpineStreams) {
   ModelOptions o;
   o.ram_budget = 2 << 20;  // everything streams
-  auto m = open_model(kFixture, o);
+  auto m = open_k3_model(kFixture, o);
   ASSERT_FALSE(m->spine->all_resident());
   expect_rows_equal_alone(*m, 2);
 }
@@ -104,7 +104,7 @@ TEST(ForwardRows, EachRowAsAloneOnGeneratedShapes) {
     std::filesystem::remove_all(dir);
     write_synthetic_model(plan_synthetic_model(shape, seed), dir);
     {
-      auto m = open_model(dir);
+      auto m = open_k3_model(dir);
       expect_rows_equal_alone(*m, seed++);
     }
     std::filesystem::remove_all(dir);

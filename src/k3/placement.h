@@ -1,102 +1,13 @@
-// k3/placement.h — the memory plan's third tier: what a GPU smaller than the
-// model holds, what the CPU computes from RAM, what streams from disk, and
-// the seconds a decode step would take that way (issue 37).
-//
-// One plan for three tiers. The RAM plan (MemoryPlan) has already chosen
-// which spine pieces are resident in RAM and which stream through the ring;
-// this one splits --vram among, in order:
-//   overhead  the CUDA context and kernel modules (and whatever else is on the
-//             card: --vram bounds what is in use on it)
-//   scratch   one call's device buffers (activations, an expert group staged)
-//   state     the sequence state's VRAM copies (KDA states, MLA caches)
-//   spine     RAM-resident spine pieces (and the routers) mirrored in VRAM,
-//             in use order: every spine byte is read by every token, so a
-//             byte is worth as much wherever it sits and the pass's order
-//             decides (llama.cpp's -ngl: the first layers on the GPU);
-//             --gpu-layers N takes only layers < N (N > layers: the head too)
-//   tier      what is left: the VRAM expert tier (routed experts kept by key).
-// The rest of the spine is computed by the CPU where it lies (RAM, or the
-// ring for streamed pieces): a matrix the GPU does not hold would cross the
-// bus on every token, and the CPU reads RAM faster than PCIe moves it
-// (--gpu-spill upload keeps the old way, for comparisons). Routed experts the
-// tier does not hold are computed on the GPU after an upload when that is
-// faster than the CPU in place (by the rates), or always on the CPU with
-// --cpu-moe.
-//
-// The projection adds the parts (the execution runs them one after another:
-// the GPU's spine, the CPU's spine, the experts, each boundary's activation
-// crossing), with the streamed pieces at the slower of the disk and the CPU.
+// k3/placement.h — what K3 asks of the VRAM placement (model/placement.h
+// plans it): its spine pieces, routers, experts, scratch and state.
 #pragma once
-#include <cstdint>
-#include <string>
-#include <vector>
+#include "model/placement.h"
 
 namespace sluice {
 
 struct Checkpoint;
 class Spine;
 struct MemoryPlan;
-
-// Device rates, GB/s (1e9 bytes a second); measured, given or a preset's.
-struct GpuRates {
-  double pcie_gbps = 0;      // host → device, pinned
-  double gpu_gemv_gbps = 0;  // weight bytes the GPU's GEMVs read from VRAM
-  double cpu_gbps = 0;       // spine bytes the CPU's matvec reads from RAM (its kernel pool)
-  double cpu_mxfp4_gbps = 0; // expert bytes the CPU's MXFP4 matvec reads from RAM
-  double disk_gbps = 0;      // expert and streamed spine reads
-  double crossing_s = 30e-6; // one activation round trip over the bus (copy in, copy out, sync)
-};
-
-// A spine piece as the placement sees it, in use order.
-struct PlacedPiece {
-  uint64_t bytes = 0;
-  int unit = 0;          // 2l, 2l+1: layer l's attention / FFN; 2L: the head
-  bool in_ram = true;    // resident in RAM (else streamed through the ring: never mirrored)
-};
-
-struct PlacementRequest {
-  uint64_t vram = 0;                     // --vram: bytes in use on the GPU at most
-  uint64_t overhead = uint64_t(1) << 30; // the context and modules (measured at run time)
-  uint64_t scratch = 0, state = 0;
-  std::vector<PlacedPiece> pieces;       // use order (routers among them)
-  int layers = 0;
-  uint64_t expert_bytes = 0;             // one routed expert, every projection
-  int moe_layers = 0;
-  double touched = 0;                    // experts a token uses (MoE layers x top-k)
-  double all_experts = 0;
-  double ram_hit = 0;                    // of the experts not in VRAM, found in the RAM cache
-  int gpu_layers = -1;                   // --gpu-layers: -1 the plan picks
-  bool cpu_moe = false;                  // --cpu-moe
-  bool upload_spill = false;             // --gpu-spill upload: pieces off the GPU uploaded per call
-  bool spill_by_rates = false;           // neither forced: upload when the bus and GPU beat the CPU's matvec
-};
-
-enum class PieceWhere { gpu, cpu, stream };  // VRAM / the CPU from RAM / the CPU from the ring
-
-struct Placement {
-  uint64_t vram = 0, overhead = 0, scratch = 0, state = 0;
-  uint64_t spine_gpu = 0, spine_cpu = 0, spine_stream = 0;  // bytes by where computed
-  uint64_t tier = 0;            // VRAM expert tier
-  std::vector<PieceWhere> where;  // per piece
-  int gpu_layers = 0;           // whole layers (both units) on the GPU
-  bool head_gpu = false;
-  bool experts_gpu = true;      // experts the tier misses: GPU after upload (else the CPU in place)
-  bool upload_spill = false;
-  double tier_share = 0;        // touched experts found in the tier (spread evenly: a floor)
-  // Projection, seconds per decode step.
-  double spine_gpu_s = 0, spine_cpu_s = 0, spine_stream_s = 0, expert_s = 0, crossing_s = 0, step_s = 0;
-  double all_cpu_s = 0;         // the same step with --device cpu
-  double upload_per_call_s = 0; // the same VRAM with every piece off the GPU uploaded per call
-};
-
-Placement plan_placement(const PlacementRequest& r, const GpuRates& rates);
-
-// "GPU: layers 0-11 of 61 (11.2 GB spine), tier 3.0 GB; CPU computes: layers
-// 12-60 and the head from RAM (98.1 GB); experts: VRAM tier, RAM cache, disk,
-// misses computed on the GPU after upload" — one line.
-std::string describe_placement(const Placement& p, int layers);
-// "0.812 s/token: GPU spine 0.010, CPU spine 0.700, ..." — one line.
-std::string describe_projection(const Placement& p);
 
 // The request for a model: its spine pieces as the RAM plan placed them, its
 // routers before each MoE layer's FFN, its experts; the scratch and state it

@@ -6,8 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "arch/open.h"
 #include "engine/session_test_util.h"
-#include "k3/model.h"
+#include "k3/k3_model.h"
 
 namespace sluice {
 namespace {
@@ -36,10 +37,10 @@ TEST(Prefetch, EveryGuessIsUsedWithdrawnOrWastedAndLogitsDoNotMove) {
       ModelOptions o;
       o.ram_budget = budget;
       auto m = open_model(kTiny, o);
-      m->prefetcher.early_per_row = d.early_per_row;
-      m->prefetcher.replace = d.replace;
+      k3_parts(*m).prefetcher.early_per_row = d.early_per_row;
+      k3_parts(*m).prefetcher.replace = d.replace;
       EXPECT_EQ(run_all(*m, toks, true), want);
-      const ExpertStats s = m->experts->stats();
+      const ExpertStats s = k3_parts(*m).experts->stats();
       if (!d.replace) {
         EXPECT_EQ(s.prefetch_withdrawn, 0u);
       }
@@ -51,7 +52,7 @@ TEST(Prefetch, EveryGuessIsUsedWithdrawnOrWastedAndLogitsDoNotMove) {
           s.prefetch_used + s.prefetch_cancelled + s.prefetch_withdrawn + s.prefetch_cut + s.prefetch_wasted;
       EXPECT_LE(resolved, s.prefetched);
       EXPECT_LE(s.prefetched - resolved, uint64_t(m->config().num_experts_per_token));
-      const Prefetcher& p = m->prefetcher;
+      const Prefetcher& p = k3_parts(*m).prefetcher;
       EXPECT_GT(p.recall(), 0.0);
       EXPECT_LE(p.recall(), 1.0);
       EXPECT_GT(p.precision(), 0.0);

@@ -46,11 +46,12 @@
 #include "io/span_stream.h"
 #include "k3/weights.h"
 #include "kernels/backend.h"
+#include "model/dense_reads.h"
 #include "pack/pack.h"
 
 namespace sluice {
 
-class Spine {
+class Spine final : public DenseReads {
  public:
   // Binds every layer (vectors read, matrices located; nothing big is read yet)
   // and cuts every matrix into pieces of at most chunk_bytes. Arithmetic runs
@@ -88,7 +89,7 @@ class Spine {
   // nothing (the bench's floor for a step). at_unit(u) runs as the pass
   // reaches unit u: 2l and 2l+1 for layer l's attention and FFN parts, 2L for
   // the head.
-  void read_pass(bool with_head, const std::function<void(int unit)>& at_unit = {});
+  void read_pass(bool with_head, const std::function<void(int unit)>& at_unit = {}) override;
 
   const LayerWeights& attention(int l) const { return layers_w_[size_t(2 * l)]; }
   const LayerWeights& ffn(int l) const { return layers_w_[size_t(2 * l + 1)]; }
@@ -120,14 +121,14 @@ class Spine {
   // piece is taken (owner 0 when streamed).
   Bf16Ref whole(const Bf16Matrix& m);
 
-  bool all_resident() const { return !stream_; }
-  const Pack* pack() const { return pack_.get(); }
+  bool all_resident() const override { return !stream_; }
+  const Pack* pack() const override { return pack_.get(); }
   // Spine matrix bytes read from files so far: at start, and streamed.
-  uint64_t bytes_read() const;
+  uint64_t bytes_read() const override;
   // What one pass streams (0 when all resident).
-  uint64_t streamed_bytes_per_pass(bool with_head) const;
+  uint64_t streamed_bytes_per_pass(bool with_head) const override;
   // The streaming ring's counters (zeros when all resident).
-  SpanStreamStats stream_stats() const;
+  SpanStreamStats stream_stats() const override;
 
  private:
   struct Matrix {

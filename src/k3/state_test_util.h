@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "k3/k3_model.h"
 #include "k3/state.h"
 
 namespace sluice {
@@ -29,5 +30,8 @@ inline void expect_same_state(const SequenceState& a, const SequenceState& b) {
     EXPECT_TRUE(same_bits(a.mla[l].idx, b.mla[l].idx)) << "idx " << l;
   }
 }
+
+// The same for the K3 states inside two opaque ones (model/state.h).
+inline void expect_same_state(const ModelState& a, const ModelState& b) { expect_same_state(k3_state(a), k3_state(b)); }
 
 }  // namespace sluice

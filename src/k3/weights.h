@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/layout.h"
 #include "io/aligned_buffer.h"
 #include "io/span_stream.h"
 
@@ -105,12 +106,6 @@ struct UnitTensors {
   std::vector<MatrixRef> pinned;    // read once and kept whatever the budget (the MoE router)
   uint64_t vector_bytes = 0;        // RAM the FP32 vectors take
 };
-
-// A checkpoint known by its config alone has no shards (open_checkpoint never
-// gives one: k3/k3_config.h's layout_checkpoint does, for `sluice plan
-// --preset`). Binding it locates each tensor at the shape the config gives it,
-// back to back in made-up files, and reads nothing; nothing can be read from it.
-inline bool layout_only(const Checkpoint& ck) { return ck.shard_paths.empty(); }
 
 // Binds the globals: embedding and head located, final norm and u_out read.
 GlobalWeights load_global_weights(const Checkpoint& ck);

@@ -15,10 +15,11 @@
 #include <fstream>
 #include <random>
 
+#include "arch/open.h"
 #include "base/error.h"
 #include "base/numeric.h"
 #include "engine/session_test_util.h"
-#include "k3/model.h"
+#include "k3/k3_model.h"
 #include "kernels/threads.h"
 #include "pack/pack.h"
 #include "support/pack_test_util.h"
@@ -112,25 +113,25 @@ TEST(Int8, LogitsAreOneSetOfBitsInEveryMode) {
   const std::string msg = error_of([&] { open_model(t.dir.string(), want8); });
   EXPECT_NE(msg.find("spine.int8.pack: no int8 pack here"), std::string::npos) << msg;
   write_pack(open_checkpoint(t.dir.string()), int8_options());
-  EXPECT_EQ(open_model(t.dir.string())->spine->pack(), nullptr);  // the default stays exact
+  EXPECT_EQ(k3_parts(*open_model(t.dir.string())).spine->pack(), nullptr);  // the default stays exact
   std::vector<float> first;
   uint64_t int8_streamed = 0;
   for (const pack_test::SpineMode& mode : pack_test::kSpineModes) {
     SCOPED_TRACE(pack_test::mode_name(mode));
     auto m = open_model(t.dir.string(), pack_test::in_mode(want8, mode));
-    ASSERT_NE(m->spine->pack(), nullptr);
+    ASSERT_NE(k3_parts(*m).spine->pack(), nullptr);
     // int8 is half the bytes: at 3 MiB the whole spine fits; at 2 and 2.5 MiB it streams.
-    EXPECT_EQ(m->plan.spine_resident, mode.budget == 0 || mode.budget == (3 << 20));
+    EXPECT_EQ(k3_parts(*m).plan.spine_resident, mode.budget == 0 || mode.budget == (3 << 20));
     const std::vector<float> got = run_all(*m, toks, false);
     EXPECT_EQ(run_all(*m, toks, true), got);
     if (first.empty()) first = got;
     EXPECT_EQ(got, first);
-    if (mode.budget == (2 << 20) && mode.chunk == (64 << 20)) int8_streamed = m->spine->streamed_bytes_per_pass(true);
+    if (mode.budget == (2 << 20) && mode.chunk == (64 << 20)) int8_streamed = k3_parts(*m).spine->streamed_bytes_per_pass(true);
   }
   kernels::set_num_threads(0);
   bf.ram_budget = 2 << 20;
   bf.max_context = 256;
-  const uint64_t bf16_streamed = open_model(t.dir.string(), bf)->spine->streamed_bytes_per_pass(true);
+  const uint64_t bf16_streamed = k3_parts(*open_model(t.dir.string(), bf)).spine->streamed_bytes_per_pass(true);
   EXPECT_GT(int8_streamed, 0u);
   EXPECT_LT(double(int8_streamed), 0.6 * double(bf16_streamed));
   ASSERT_EQ(first.size(), exact.size());

@@ -3,6 +3,9 @@
 // shards in every mode (resident, streamed, partly resident, any threads);
 // corrupt, truncated and foreign packs fail with errors naming the pack.
 #include "pack/pack.h"
+
+#include "arch/open.h"
+#include "k3/k3_model.h"
 #include "support/pack_test_util.h"
 
 #include <gtest/gtest.h>
@@ -28,7 +31,6 @@
 #include "checkpoint/synthetic_model.h"
 #include "base/error.h"
 #include "engine/session_test_util.h"
-#include "k3/model.h"
 #include "kernels/threads.h"
 
 namespace sluice {
@@ -70,10 +72,10 @@ TEST(Pack, LosslessLogitsAreBitIdenticalInEveryMode) {
   ModelOptions bf;
   bf.spine = "bf16";
   auto base = open_model(t.dir.string(), bf);
-  EXPECT_EQ(base->spine->pack(), nullptr);
+  EXPECT_EQ(k3_parts(*base).spine->pack(), nullptr);
   const std::vector<float> want_prefill = run_all(*base, toks, false), want_steps = run_all(*base, toks, true);
   // No pack yet: the default is bf16, asking for lossless is an error.
-  EXPECT_EQ(open_model(t.dir.string())->spine->pack(), nullptr);
+  EXPECT_EQ(k3_parts(*open_model(t.dir.string())).spine->pack(), nullptr);
   ModelOptions ll;
   ll.spine = "lossless";
   const std::string msg = error_of([&] { open_model(t.dir.string(), ll); });
@@ -84,15 +86,15 @@ TEST(Pack, LosslessLogitsAreBitIdenticalInEveryMode) {
   for (const pack_test::SpineMode& mode : pack_test::kSpineModes) {
     SCOPED_TRACE(pack_test::mode_name(mode));
     auto m = open_model(t.dir.string(), pack_test::in_mode({}, mode));  // the default: the pack, since it is there
-    ASSERT_NE(m->spine->pack(), nullptr);
-    EXPECT_EQ(m->plan.spine_resident, mode.budget == 0);
+    ASSERT_NE(k3_parts(*m).spine->pack(), nullptr);
+    EXPECT_EQ(k3_parts(*m).plan.spine_resident, mode.budget == 0);
     EXPECT_EQ(run_all(*m, toks, false), want_prefill);
     EXPECT_EQ(run_all(*m, toks, true), want_steps);
     if (mode.budget == (2 << 20) && mode.chunk == (64 << 20)) {
-      packed_streamed = m->spine->streamed_bytes_per_pass(true);
+      packed_streamed = k3_parts(*m).spine->streamed_bytes_per_pass(true);
       bf.ram_budget = mode.budget;
       bf.max_context = 256;
-      bf16_streamed = open_model(t.dir.string(), bf)->spine->streamed_bytes_per_pass(true);
+      bf16_streamed = k3_parts(*open_model(t.dir.string(), bf)).spine->streamed_bytes_per_pass(true);
     }
   }
   kernels::set_num_threads(0);
@@ -156,8 +158,8 @@ TEST(Pack, PackKeptElsewhereIsFoundByPathAndStillBound) {
     o.ram_budget = 2 << 20;  // streamed
     o.max_context = 256;
     auto m = open_model(t.dir.string(), o);
-    ASSERT_NE(m->spine->pack(), nullptr);
-    EXPECT_EQ(m->spine->pack()->path, away.string());
+    ASSERT_NE(k3_parts(*m).spine->pack(), nullptr);
+    EXPECT_EQ(k3_parts(*m).spine->pack()->path, away.string());
     EXPECT_EQ(run_all(*m, toks, true), want);
   }
   // The wrong format, bf16 with a pack, a missing file, another checkpoint: errors naming the file.

@@ -18,9 +18,9 @@ Server::Impl::~Impl() {
 }
 
 void Server::Impl::start(const std::shared_ptr<Running>& r) {
-  r->experts_before = model->experts ? model->experts->stats() : ExpertStats{};
+  r->experts_before = model->io().experts ? model->io().experts->stats() : ExpertStats{};
   auto done = [this, r](const GenerateResult& res, std::exception_ptr error) {
-    r->experts_after = model->experts ? model->experts->stats() : ExpertStats{};
+    r->experts_after = model->io().experts ? model->io().experts->stats() : ExpertStats{};
     {
       std::lock_guard<std::mutex> lock(mu);
       counters.cache_entries = cache->entries();

@@ -308,7 +308,7 @@ Outcome Server::Impl::run(Job& job, const std::function<bool(Piece&)>& emit, con
   if (ttft >= 0) log.ttft = ttft;
   if (r->error) std::rethrow_exception(r->error);
   out.gen = r->result;
-  if (model->experts) out.experts = minus(r->experts_after, r->experts_before);
+  if (model->io().experts) out.experts = minus(r->experts_after, r->experts_before);
   if (out.gen.finish != Finish::cancelled) reply.finish(pending);
   out.tool_calls = reply.tool_calls();
   out.reasoning_tokens = reply.reasoning_tokens();
@@ -320,7 +320,7 @@ Outcome Server::Impl::run(Job& job, const std::function<bool(Piece&)>& emit, con
   log.completion_tokens = out.gen.generated_tokens;
   if (out.gen.decode_seconds > 0 && out.gen.generated_tokens > 1)
     log.tokens_per_second = double(out.gen.generated_tokens - 1) / out.gen.decode_seconds;
-  if (model->experts) {
+  if (model->io().experts) {
     log.bytes_read = int64_t(out.experts.bytes_read);
     if (out.experts.fetched) log.cache_hit_rate = double(out.experts.cache_hits) / double(out.experts.fetched);
   }

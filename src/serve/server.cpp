@@ -38,13 +38,13 @@ void Server::Impl::attach(Model& m, const text::Tokenizer& t) {
   model = &m;
   tok = &t;
   if (opt.saved_states > 0)
-    opt.state_cache_bytes = std::min<uint64_t>(opt.state_cache_bytes, m.plan.state_reserve /
+    opt.state_cache_bytes = std::min<uint64_t>(opt.state_cache_bytes, m.plan().state_reserve /
                                                                            uint64_t(opt.parallel + opt.saved_states) *
                                                                            uint64_t(opt.saved_states));
   cache = std::make_unique<PrefixCache>(opt.state_cache_bytes);
   batch = std::make_unique<Batch>(m, opt.parallel, cache.get());
   decoder = std::thread([this] { decode_loop(); });
-  if (opt.model_id.empty()) opt.model_id = basename_of(m.ck.dir);
+  if (opt.model_id.empty()) opt.model_id = basename_of(m.checkpoint().dir);
   lim.model_id = opt.model_id;
   lim.vocab_size = m.config().vocab_size;
   lim.context_length = m.config().max_position_embeddings;

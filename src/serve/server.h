@@ -36,7 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/drafter.h"
-#include "k3/model.h"
+#include "model/model.h"
 #include "text/chat_defaults.h"
 #include "text/tokenizer.h"
 

@@ -131,7 +131,7 @@ json Server::Impl::stats() const {
         {"completion", c.completion_tokens}}},
       {"state_cache", {{"entries", c.cache_entries}, {"bytes", c.cache_bytes}, {"budget", opt.state_cache_bytes}}},
   };
-  const MemoryPlan& p = model->plan;
+  const MemoryPlan& p = model->plan();
   j["memory_plan"] = {{"budget", p.budget},
                       {"minimum", p.minimum},
                       {"fixed", p.fixed},
@@ -143,8 +143,8 @@ json Server::Impl::stats() const {
                       {"expert_cache", p.expert_cache}};
   // Weight reads: failing from a failed read until a forward pass succeeds.
   j["reads"] = {{"failing", reads.failing}, {"errors", reads.failures}, {"last_error", reads.last_error}};
-  if (model->backend) {  // a GPU's memory: in use on the card now, and at most (driver's total - free)
-    const DeviceReport d = device_report(*model->backend, false);
+  if (model->backend()) {  // a GPU's memory: in use on the card now, and at most (driver's total - free)
+    const DeviceReport d = device_report(*model->backend(), false);
     if (d.gpu) j["vram"] = {{"total_bytes", d.vram_total}, {"used_bytes", d.vram_used}, {"peak_bytes", d.vram_peak}};
   }
   const ExpertStats& e = c.experts;

@@ -9,10 +9,10 @@
 #include <functional>
 #include <string>
 
+#include "arch/open.h"
 #include "base/error.h"
 #include "checkpoint/checkpoint.h"
 #include "engine/session_test_util.h"
-#include "k3/model.h"
 #include "kernels/threads.h"
 #include "pack/pack.h"
 

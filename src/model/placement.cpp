@@ -1,0 +1,143 @@
+#include "model/placement.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "base/bytes.h"
+
+namespace sluice {
+namespace {
+
+constexpr uint64_t kScratchBase = uint64_t(64) << 20;  // activations, small uploads
+constexpr uint64_t kStateCap = uint64_t(8) << 30;      // the CUDA entry's cap on state copies
+
+double per_byte(double gbps) { return gbps > 0 ? 1.0 / (gbps * 1e9) : 0.0; }
+
+// The bytes of the spine mirrored in VRAM: pieces in use order, each taken
+// when it fits in `room` (the CUDA entry mirrors the same way, on first use).
+void place_spine(const PlacementRequest& r, uint64_t room, Placement& p) {
+  const int unit_limit = r.gpu_layers < 0 ? 1 << 30 : r.gpu_layers > r.layers ? 2 * r.layers + 1 : 2 * r.gpu_layers;
+  p.where.assign(r.pieces.size(), PieceWhere::cpu);
+  for (size_t i = 0; i < r.pieces.size(); i++) {
+    const PlacedPiece& q = r.pieces[i];
+    if (!q.in_ram) {
+      p.where[i] = PieceWhere::stream;
+      p.spine_stream += q.bytes;
+    } else if (q.unit < unit_limit && p.spine_gpu + q.bytes <= room) {
+      p.where[i] = PieceWhere::gpu;
+      p.spine_gpu += q.bytes;
+    } else {
+      p.spine_cpu += q.bytes;
+    }
+  }
+  // Whole layers on the GPU: both units' pieces placed there, from layer 0.
+  std::vector<bool> unit_gpu(size_t(2 * r.layers + 1), true);
+  for (size_t i = 0; i < r.pieces.size(); i++)
+    if (p.where[i] != PieceWhere::gpu && r.pieces[i].unit >= 0 && r.pieces[i].unit <= 2 * r.layers)
+      unit_gpu[size_t(r.pieces[i].unit)] = false;
+  p.gpu_layers = 0;
+  while (p.gpu_layers < r.layers && unit_gpu[size_t(2 * p.gpu_layers)] && unit_gpu[size_t(2 * p.gpu_layers + 1)])
+    p.gpu_layers++;
+  p.head_gpu = unit_gpu[size_t(2 * r.layers)];
+}
+
+void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
+  const double gpu = per_byte(g.gpu_gemv_gbps), cpu = per_byte(g.cpu_gbps), pcie = per_byte(g.pcie_gbps);
+  const double disk = per_byte(g.disk_gbps), cpu_mx = per_byte(g.cpu_mxfp4_gbps);
+  const double e = double(r.expert_bytes);
+  const double moe_layers = r.touched > 0 ? double(r.moe_layers) : 0;
+  // The spine off the GPU: the CPU's matvec, or the bus and the GPU's (upload).
+  const auto off = [&](bool upload) { return upload ? pcie + gpu : cpu; };
+  // A bus round trip per run of GPU-computed pieces and per MoE layer's expert
+  // group (on the GPU); uploading, every piece is a GPU call.
+  int gpu_runs = 0;
+  for (size_t i = 0; i < p.where.size(); i++)
+    if (p.where[i] == PieceWhere::gpu && (i == 0 || p.where[i - 1] != PieceWhere::gpu)) gpu_runs++;
+  const double expert_calls = p.experts_gpu ? moe_layers : 0;
+  const auto crossings = [&](bool upload) {
+    return g.crossing_s * ((upload ? double(p.where.size()) : double(gpu_runs)) + expert_calls);
+  };
+  // Experts: the tier's share on the GPU as they are; the others read from
+  // disk when the RAM cache misses, computed where the plan put them.
+  const double missed_ram = r.touched * (1 - p.tier_share) * (1 - r.ram_hit) * e * disk;
+  const double off_tier = r.touched * (1 - p.tier_share) * e * (p.experts_gpu ? pcie + gpu : cpu_mx);
+  p.expert_s = r.touched * p.tier_share * e * gpu + off_tier + missed_ram;
+  p.spine_gpu_s = double(p.spine_gpu) * gpu;
+  const auto step = [&](bool upload) {
+    return p.spine_gpu_s + double(p.spine_cpu) * off(upload) + double(p.spine_stream) * std::max(disk, off(upload)) +
+           p.expert_s + crossings(upload);
+  };
+  p.spine_cpu_s = double(p.spine_cpu) * off(p.upload_spill);
+  p.spine_stream_s = double(p.spine_stream) * std::max(disk, off(p.upload_spill));
+  p.crossing_s = crossings(p.upload_spill);
+  p.step_s = step(p.upload_spill);
+  p.upload_per_call_s = step(true);
+  const double expert_disk = r.touched * (1 - r.ram_hit) * e * disk;
+  p.all_cpu_s = double(p.spine_gpu + p.spine_cpu) * cpu + double(p.spine_stream) * std::max(disk, cpu) +
+                r.touched * e * cpu_mx + expert_disk;
+}
+
+std::string layer_range(int from, int to) {  // [from, to)
+  if (to - from == 1) return "layer " + std::to_string(from);
+  return "layers " + std::to_string(from) + "-" + std::to_string(to - 1);
+}
+
+std::string gb(uint64_t b) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f GB", double(b) / 1e9);
+  return s;
+}
+
+}  // namespace
+
+Placement plan_placement(const PlacementRequest& r, const GpuRates& rates) {
+  Placement p;
+  p.vram = r.vram, p.overhead = r.overhead, p.upload_spill = r.upload_spill;
+  if (r.spill_by_rates && rates.cpu_gbps > 0 && rates.pcie_gbps > 0)
+    p.upload_spill = per_byte(rates.pcie_gbps) + per_byte(rates.gpu_gemv_gbps) < per_byte(rates.cpu_gbps);
+  p.scratch = r.scratch + kScratchBase;
+  p.state = std::min(r.state, kStateCap);
+  uint64_t room = 0;
+  const uint64_t fixed = p.overhead + p.scratch + p.state;
+  if (r.vram > fixed) room = r.vram - fixed;
+  place_spine(r, room, p);
+  // Experts the tier misses: the GPU after an upload, or the CPU in place.
+  const double gpu_way = per_byte(rates.pcie_gbps) + per_byte(rates.gpu_gemv_gbps);
+  p.experts_gpu = !r.cpu_moe && (rates.cpu_mxfp4_gbps <= 0 || gpu_way <= per_byte(rates.cpu_mxfp4_gbps));
+  p.tier = p.experts_gpu ? room - p.spine_gpu : 0;
+  if (r.expert_bytes > 0 && r.all_experts > 0)
+    p.tier_share = std::min(1.0, double(p.tier / r.expert_bytes) / r.all_experts);
+  project(r, rates, p);
+  return p;
+}
+
+std::string describe_placement(const Placement& p, int layers) {
+  std::string gpu = p.gpu_layers > 0 ? layer_range(0, p.gpu_layers) + " of " + std::to_string(layers) : "no whole layer";
+  if (p.head_gpu) gpu += " and the head";
+  gpu += " (" + gb(p.spine_gpu) + " of spine), expert tier " + gb(p.tier) + ", state " + gb(p.state) + ", scratch " +
+         gb(p.scratch) + ", context " + gb(p.overhead) + " (of --vram " + gb(p.vram) + ")";
+  std::string cpu;
+  if (p.spine_cpu == 0 && p.spine_stream == 0)
+    cpu = "nothing of the spine";
+  else
+    cpu = (p.gpu_layers < layers ? layer_range(p.gpu_layers, layers) : std::string("the rest")) +
+          (p.head_gpu ? "" : " and the head") + ": " + gb(p.spine_cpu) + " from RAM" +
+          (p.spine_stream ? ", " + gb(p.spine_stream) + " streamed from disk" : "");
+  if (p.upload_spill) cpu += " (--gpu-spill upload: uploaded per call, computed on the GPU)";
+  const std::string experts = std::string("VRAM tier, RAM cache, disk; misses computed ") +
+                              (p.experts_gpu ? "on the GPU after upload" : "by the CPU in place");
+  return "on the GPU: " + gpu + "; the CPU computes: " + cpu + "; experts: " + experts;
+}
+
+std::string describe_projection(const Placement& p) {
+  char s[400];
+  std::snprintf(s, sizeof s,
+                "%.4f s/token: GPU spine %.4f s, CPU spine %.4f s, streamed spine %.4f s, experts %.4f s (%.0f %% from "
+                "the VRAM tier), bus crossings %.4f s; all on the CPU %.4f s/token, the same VRAM uploading per call "
+                "%.4f s/token",
+                p.step_s, p.spine_gpu_s, p.spine_cpu_s, p.spine_stream_s, p.expert_s, 100 * p.tier_share, p.crossing_s,
+                p.all_cpu_s, p.upload_per_call_s);
+  return s;
+}
+
+}  // namespace sluice
