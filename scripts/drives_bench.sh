@@ -7,7 +7,9 @@
 # everything it makes is removed on exit (mounts, loop devices, limits, images).
 #   scripts/drives_bench.sh SLUICE MODEL_DIR [RATE_MB_S] [RUNS] [BENCH ARGS...]
 # Env: WORK (default /var/tmp/sluice-drives), DRIVE_GB (image size, default:
-# the model's experts plus 2 GB). Prints one line per run and the medians.
+# the model's experts plus 2 GB), OUT (bench JSONs kept there, one per run:
+# SET-RUN.json; default: not kept), SETS (default "1-drive 2-drive 4-drive
+# unequal"). Prints one line per run.
 set -euo pipefail
 SLUICE=${1:?usage: drives_bench.sh SLUICE MODEL_DIR [RATE_MB_S] [RUNS] [BENCH ARGS...]}
 MODEL=${2:?model dir}
@@ -71,6 +73,7 @@ run_set() {  # run_set NAME RATE_MB_S...
   for run in $(seq "$RUNS"); do
     sync; echo 3 > /proc/sys/vm/drop_caches
     "$SLUICE" bench --model "$MODEL" --json "${BENCH_ARGS[@]}" 2> /dev/null > "$WORK/b.json"
+    [ -z "${OUT:-}" ] || { mkdir -p "$OUT"; cp "$WORK/b.json" "$OUT/$name-$run.json"; }
     python3 - "$name" "$run" "$WORK/b.json" <<'PY'
 import json, sys
 name, run, path = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -78,15 +81,19 @@ j = json.load(open(path))
 d = j.get("drives", [])
 got = sum(x["gbps"] for x in d)
 ceil = sum(x["ceiling_gbps"] for x in d)
-print(f"{name:8s} run {run}: decode {j['decode_s_per_token']:.3f} s/token, experts {got:.3f} GB/s over "
+print(f"{name:8s} run {run}: decode {j['decode_s_per_token']:.3f} s/token (compute {j.get('decode_compute_s_per_token', 0):.3f}), experts {got:.3f} GB/s over "
       f"{len(d)} drives (ceilings {' + '.join('%.3f' % x['ceiling_gbps'] for x in d)} = {ceil:.3f}), "
-      f"io_efficiency {j['io_efficiency']:.3f}; free replay {j.get('free_replay_gbps', 0):.3f} GB/s = "
-      f"{j.get('free_replay_gbps', 0) / ceil if ceil else 0:.3f} of the ceiling sum", flush=True)
+      f"io_efficiency {j['io_efficiency']:.3f}", flush=True)
 PY
   done
 }
 
-run_set 1-drive "$RATE"
-run_set 2-drive "$RATE" "$RATE"
-run_set 4-drive "$RATE" "$RATE" "$RATE" "$RATE"
-run_set unequal "$RATE" $((RATE / 2))
+for set in ${SETS:-1-drive 2-drive 4-drive unequal}; do
+  case $set in
+    1-drive) run_set 1-drive "$RATE" ;;
+    2-drive) run_set 2-drive "$RATE" "$RATE" ;;
+    4-drive) run_set 4-drive "$RATE" "$RATE" "$RATE" "$RATE" ;;
+    unequal) run_set unequal "$RATE" $((RATE / 2)) ;;
+    *) echo "drives_bench.sh: unknown set $set" >&2; exit 1 ;;
+  esac
+done

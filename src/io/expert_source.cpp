@@ -171,15 +171,18 @@ class DirectExperts : public ExpertSource {
   void fetch_or_throw(int layer, std::span<const int> experts, const BatchUse& use) {
     if (layer == first_moe_) cache_.next_token();
     note_boundary(layer);
-    // Hints for this layer or earlier that never found room are moot now.
-    hints_.erase(std::remove_if(hints_.begin(), hints_.end(), [&](const auto& h) { return h.first <= layer; }),
+    // Hints for this layer that never found room are moot now (a lower
+    // layer's are for the next pass: see the guesses below).
+    hints_.erase(std::remove_if(hints_.begin(), hints_.end(), [&](const auto& h) { return h.first == layer; }),
                  hints_.end());
     // Guesses made for this layer: the needed ones are used below (from their
     // cache slot or spare buffer, landed or in flight); the wrong ones are
     // withdrawn if they have not started, else left to land unused.
     std::vector<Guess> mine, later;
     for (const Guess& g : guesses_) {
-      if (g.layer > layer) {  // hinted for a later layer already: its own fetch decides
+      // Hinted for a later layer, or (a lower one) for the next pass, made
+      // during this pass's last MoE layer: that layer's own fetch decides.
+      if (g.layer != layer) {
         later.push_back(g);
         continue;
       }

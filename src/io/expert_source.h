@@ -98,8 +98,9 @@ class ExpertSource {
   // A hint: these experts of `layer` will probably be needed soon; the reads
   // start right after the next fetch() has issued its own, behind any read a
   // fetch waits for, into cache slots or (no slot) spare read buffers. The
-  // fetch of `layer` withdraws the wrong guesses not yet started. Wrong
-  // guesses cost bandwidth, never correctness. Default: ignored.
+  // next fetch of `layer` withdraws the wrong guesses not yet started (a hint
+  // for a layer already fetched is for the next pass). Wrong guesses cost
+  // bandwidth, never correctness. Default: ignored.
   virtual void prefetch(int /*layer*/, std::span<const int> /*experts*/) {}
   // A better estimate for `layer` came in: its guesses not in `keep` (sorted)
   // are dropped: hints not issued forgotten, reads not started withdrawn,

@@ -394,8 +394,9 @@ void forward_pass(K3Model& m, std::span<const SequenceRows> seqs, Logits which, 
     be.rmsnorm_rows(ahead.data(), H, m.spine->vec(f.post_norm), T, H, eps, ahead.data(), H);
     add_lookahead(m, n, ahead.data(), T, K, replace);
   };
-  int first_moe = 0;
+  int first_moe = 0, last_moe = c.num_hidden_layers - 1;
   while (first_moe < c.num_hidden_layers && !c.is_moe_layer(first_moe)) first_moe++;
+  while (last_moe >= 0 && !c.is_moe_layer(last_moe)) last_moe--;
   if (first_moe < c.num_hidden_layers) {
     start_guess(m, first_moe);
     look_ahead(first_moe, false);  // from the embedding alone: too rough to overrule the previous route
@@ -437,6 +438,11 @@ void forward_pass(K3Model& m, std::span<const SequenceRows> seqs, Logits which, 
         // next layer's need, and its reads have a whole layer to land).
         const int early = m.prefetcher.early_per_row;
         add_lookahead(m, l + 1, normed.data(), T, T > 1 || early < 0 ? K : early, false);
+      } else if (l == last_moe) {
+        // The next pass's first MoE layer: this pass's route there, read
+        // while this layer, the head and the next pass's first layers
+        // compute, so the drives do not sit idle across the token boundary.
+        start_guess(m, first_moe);
       }
       std::vector<int> chosen;
       moe_forward(c, *m.spine, f.moe, l, *m.experts, normed.data(), T, sub.data(), &chosen);
@@ -451,8 +457,6 @@ void forward_pass(K3Model& m, std::span<const SequenceRows> seqs, Logits which, 
     m.experts->pump();
   }
   for (const SequenceRows& q : seqs) q.state->pos += int64_t(q.tokens.size());
-  // The next pass's first MoE layer: this token's route there, read while the head computes.
-  if (first_moe < c.num_hidden_layers) start_guess(m, first_moe);
 
   if (which == Logits::None || !logits) return;
   // Only the rows whose logits are wanted: all, or each sequence's last (a
