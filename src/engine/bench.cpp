@@ -265,7 +265,7 @@ nlohmann::json run_bench(const std::string& dir, const BenchOptions& opt) {
     if (b.first_moe_fetch_ns > ta && b.last_fetch_end_ns > b.first_moe_fetch_ns && b.last_fetch_end_ns <= tb)
       st.boundary = double((b.first_moe_fetch_ns - ta) + (tb - b.last_fetch_end_ns)) / 1e9;
     steps.push_back(st);
-    if (i > 0) drives.add_step(log);
+    if (i > 0) drives.add_step(a, b);
     // After every step (the first too: it brackets the first steady step).
     if (opt.replay) {
       replays.push_back(replayer.run(log));

@@ -19,10 +19,11 @@ BenchDrives::BenchDrives(const Model& m) {
   if (drive_of_file_.empty()) drives_.clear();  // --no-stripe, or a stale stripe
 }
 
-void BenchDrives::add_step(const std::vector<ExpertRead>& log) {
-  for (const ExpertRead& r : log) {
-    const auto it = drive_of_file_.find(r.span.file);
-    if (it != drive_of_file_.end()) drives_[it->second].bytes += r.span.length;
+void BenchDrives::add_step(const ExpertStats& before, const ExpertStats& after) {
+  for (const auto& [file, drive] : drive_of_file_) {
+    const size_t f = size_t(file);
+    const uint64_t b = f < before.file_bytes_read.size() ? before.file_bytes_read[f] : 0;
+    if (f < after.file_bytes_read.size()) drives_[drive].bytes += after.file_bytes_read[f] - b;
   }
 }
 

@@ -21,8 +21,10 @@ class BenchDrives {
   // Empty (striped() false) unless m's experts read through a stripe.
   explicit BenchDrives(const Model& m);
   bool striped() const { return !drives_.empty(); }
-  // One steady step's reads.
-  void add_step(const std::vector<ExpertRead>& log);
+  // One steady step: the expert source's stats before and after it (the
+  // bytes each drive file delivered; reads withdrawn before they started
+  // count nothing).
+  void add_step(const ExpertStats& before, const ExpertStats& after);
   // Each drive's ceiling: random span reads of its files, `po` as the bench's probe.
   void probe(const ProbeOptions& po);
   double ceiling_gbps() const;

@@ -90,6 +90,7 @@ class DirectExperts : public ExpertSource {
         hooks_(opt.host_memory) {
     const uint64_t cap = SpanReader::direct_capacity(span_);
     max_bypass_ = std::max<uint64_t>(1, opt.inflight_bytes / std::max<uint64_t>(cap, 1));
+    devices_ = int(opt.device_depths.size()) + 1;
     first_moe_ = ck.config.first_k_dense_replace;
     start_populating();
   }
@@ -173,8 +174,9 @@ class DirectExperts : public ExpertSource {
     note_boundary(layer);
     // Hints for this layer that never found room are moot now (a lower
     // layer's are for the next pass: see the guesses below).
-    hints_.erase(std::remove_if(hints_.begin(), hints_.end(), [&](const auto& h) { return h.first == layer; }),
-                 hints_.end());
+    auto this_layer = [&](const auto& h) { return h.first == layer; };
+    hints_.erase(std::remove_if(hints_.begin(), hints_.end(), this_layer), hints_.end());
+    idle_hints_.erase(std::remove_if(idle_hints_.begin(), idle_hints_.end(), this_layer), idle_hints_.end());
     // Guesses made for this layer: the needed ones are used below (from their
     // cache slot or spare buffer, landed or in flight); the wrong ones are
     // withdrawn if they have not started, else left to land unused.
@@ -326,12 +328,17 @@ class DirectExperts : public ExpertSource {
     for (int e : experts) hints_.push_back({layer, e});
   }
 
+  void prefetch_when_idle(int layer, std::span<const int> experts) override {
+    if (filler_ || devices_ < 2) return;  // one drive: never idle while reads wait
+    for (int e : experts) idle_hints_.push_back({layer, e});
+  }
+
   void withdraw(int layer, std::span<const int> keep) override {
     if (filler_) return filler_->withdraw(layer, keep);
     auto kept = [&](int e) { return std::binary_search(keep.begin(), keep.end(), e); };
-    hints_.erase(std::remove_if(hints_.begin(), hints_.end(),
-                                [&](const auto& h) { return h.first == layer && !kept(h.second); }),
-                 hints_.end());
+    auto dropped = [&](const auto& h) { return h.first == layer && !kept(h.second); };
+    hints_.erase(std::remove_if(hints_.begin(), hints_.end(), dropped), hints_.end());
+    idle_hints_.erase(std::remove_if(idle_hints_.begin(), idle_hints_.end(), dropped), idle_hints_.end());
     std::vector<Guess> stay;
     for (const Guess& g : guesses_) {
       if (g.layer != layer || kept(g.expert) || !g.ticket) {
@@ -386,6 +393,8 @@ class DirectExperts : public ExpertSource {
     const ReadStats r = reader_.stats();
     s.read_busy_ns = r.busy_ns;
     s.read_depth_ns = r.depth_ns;
+    s.file_bytes_read.resize(size_t(reader_.file_count()));
+    for (int f = 0; f < reader_.file_count(); f++) s.file_bytes_read[size_t(f)] = reader_.file_bytes_read(f);
     return s;
   }
 
@@ -436,10 +445,7 @@ class DirectExperts : public ExpertSource {
     size_t kept = 0;
     for (size_t h = 0; h < hints_.size(); h++) {
       const auto [layer, e] = hints_[h];
-      const bool known = cache_.find(layer, e) >= 0 ||
-                         std::any_of(guesses_.begin(), guesses_.end(),
-                                     [&](const Guess& g) { return g.layer == layer && g.expert == e; });
-      if (known) continue;
+      if (known(layer, e)) continue;
       int slot = claim_slot(layer, e);  // a guess never displaces pinned work
       if (slot < 0) {
         if (!spare_ok || (free_bypass_.empty() && bypass_.size() >= max_bypass_)) {
@@ -458,6 +464,42 @@ class DirectExperts : public ExpertSource {
       stats_.prefetched++;
     }
     hints_.resize(kept);
+    issue_idle_hints();
+  }
+
+  // Cached, or guessed already.
+  bool known(int layer, int e) const {
+    return cache_.find(layer, e) >= 0 ||
+           std::any_of(guesses_.begin(), guesses_.end(), [&](const Guess& g) { return g.layer == layer && g.expert == e; });
+  }
+
+  // The idle-drive hints (prefetch_when_idle): on each drive with no read in
+  // flight, the first one whose expert lives there, into a cache slot. A
+  // needed read that comes next waits behind at most that one span.
+  void issue_idle_hints() {
+    if (idle_hints_.empty()) return;
+    std::vector<bool> busy(static_cast<size_t>(devices_));
+    for (int d = 0; d < devices_; d++) busy[size_t(d)] = reader_.in_flight(d) > 0;
+    size_t kept = 0;
+    for (size_t h = 0; h < idle_hints_.size(); h++) {
+      const auto [layer, e] = idle_hints_[h];
+      if (known(layer, e)) continue;
+      const FileSpan& s = span_of(layer, e);
+      const int dev = reader_.file_device(s.file);
+      const int slot = busy[size_t(dev)] ? -1 : claim_slot(layer, e);
+      if (slot < 0) {
+        idle_hints_[kept++] = idle_hints_[h];
+        continue;
+      }
+      const uint64_t t = reader_.submit(s.file, s.offset, s.length, cache_.slot_buffer(slot));
+      if (log_) log_->push_back({layer - 1, s});
+      slot_ticket_[slot] = t;
+      waiting_[t] = {0, slot, false, layer, e};
+      guesses_.push_back({layer, e, slot, t, nullptr});
+      stats_.prefetched++;
+      busy[size_t(dev)] = true;
+    }
+    idle_hints_.resize(kept);
   }
 
   // A guess's read landed: a cache slot is unpinned (it stays cached); a
@@ -629,6 +671,7 @@ class DirectExperts : public ExpertSource {
   // of reads that failed, whose tickets the reader never hands back.
   void recover() {
     hints_.clear();
+    idle_hints_.clear();
     for (const Guess& g : guesses_)
       if (!g.ticket && g.slot < 0) free_bypass_.push_back(-2 - g.slot);
     guesses_.clear();
@@ -775,6 +818,8 @@ class DirectExperts : public ExpertSource {
   uint64_t max_bypass_ = 1;
   int first_moe_ = 1;
   std::vector<std::pair<int, int>> hints_;  // (layer, expert) to read after the next fetch's own reads
+  std::vector<std::pair<int, int>> idle_hints_;  // (layer, expert) to read when its drive is idle
+  int devices_ = 1;                              // the reader's devices (a stripe's drives + the shards')
   std::vector<Guess> guesses_;              // issued hints, until the fetch of their layer
   uint64_t last_fetch_ns_ = 0, last_busy_ns_ = 0;
   bool in_fetch_ = false;  // pump() then leaves completions to the fetch's own loop

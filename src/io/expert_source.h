@@ -34,6 +34,7 @@ struct ExpertStats {
   uint64_t prefetch_cut = 0;        // wrong guesses stopped part-read (withdraw() or their layer's fetch)
   uint64_t prefetch_wasted_bytes = 0;  // bytes read for guesses nobody used (whole wasted spans and cut parts)
   uint64_t read_again = 0;  // needed spans read again from the shards after their stripe drive failed the read
+  std::vector<uint64_t> file_bytes_read;  // per checkpoint file (a stripe's drive files among them); empty: not known
   // The expert reader's clock: time with reads in flight, reads in flight
   // integrated over time (/ wall time = mean depth), and per layer the time
   // it sat with nothing in flight before that layer's fetch (since the
@@ -102,6 +103,11 @@ class ExpertSource {
   // for a layer already fetched is for the next pass). Wrong guesses cost
   // bandwidth, never correctness. Default: ignored.
   virtual void prefetch(int /*layer*/, std::span<const int> /*experts*/) {}
+  // A weaker hint, for a later pass: read only on a drive with nothing else
+  // in flight, one span at a time (several drives, io/stripe.h: a drive that
+  // finished its share of a token early would otherwise wait for the
+  // slowest). Ignored with one drive, where no drive idles while reads wait.
+  virtual void prefetch_when_idle(int /*layer*/, std::span<const int> /*experts*/) {}
   // A better estimate for `layer` came in: its guesses not in `keep` (sorted)
   // are dropped: hints not issued forgotten, reads not started withdrawn,
   // reads under way cut short (landed ones stay: they cost nothing more).

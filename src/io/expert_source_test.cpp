@@ -117,6 +117,44 @@ TEST(ExpertSource, AReadFaultFailsOneFetchAndTheNextReadsAgain) {
   clear_read_faults();
 }
 
+// prefetch_when_idle: with several drives (a stripe's reader devices), the
+// hinted experts of a later pass are read while their drive has nothing else
+// in flight, and that layer's fetch then finds them cached; with one drive the
+// hint is ignored.
+TEST(ExpertSource, IdleDriveHintsAreReadOnlyWithSeveralDrives) {
+  const Checkpoint ck = open_checkpoint(std::string(SLUICE_SOURCE_DIR) + "/tests/fixtures/k3-tiny/model");
+  const int layer = ck.config.first_k_dense_replace;
+  const std::vector<int> experts = {0, 3, 5};
+  auto plain = make_pread_expert_source(ck);
+  const auto clean = fetch_all(*plain, ck, layer, experts);
+  const auto clean_next = fetch_all(*plain, ck, layer + 1, experts);
+  for (const bool striped : {false, true}) {
+    SCOPED_TRACE(striped ? "two drives" : "one drive");
+    DirectSourceOptions d;
+    d.cache_bytes = 64ull << 20;
+    d.inflight_bytes = 1ull << 20;
+    if (striped) {  // layer + 1's experts on a second drive
+      d.device_depths = {4};
+      d.file_devices.assign(ck.shard_paths.size(), 0);
+      for (int e : experts) d.file_devices.at(size_t(ck.experts.at(size_t(layer + 1)).at(size_t(e)).file)) = 1;
+    }
+    auto src = make_direct_expert_source(ck, d);
+    src->prefetch_when_idle(layer + 1, experts);
+    EXPECT_EQ(fetch_all(*src, ck, layer, experts), clean);
+    for (int i = 0; i < 5000 && src->stats().prefetched < experts.size(); i++) {
+      src->pump();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (int i = 0; i < 100; i++) src->pump();
+    EXPECT_EQ(src->stats().prefetched, striped ? experts.size() : 0u);
+    const uint64_t read_before = src->stats().bytes_read;
+    EXPECT_EQ(fetch_all(*src, ck, layer + 1, experts), clean_next);
+    if (striped) {
+      EXPECT_EQ(src->stats().bytes_read, read_before);  // all three were read ahead
+    }
+  }
+}
+
 // fetch_overlapped: meanwhile() runs exactly once, before the first use()
 // when the fetch must wait for reads (a cold cache), after the last when
 // everything was at hand (the same experts again, now cached, and the

@@ -55,6 +55,7 @@ struct FileEntry {
   uint64_t size = 0;
   bool reopen = false;  // a read failed: reopen the path before the next read
   int device = 0;       // whose queue its reads take (SpanReaderOptions::device_depths)
+  uint64_t bytes_read = 0;
 };
 
 struct Request {
@@ -420,6 +421,7 @@ struct SpanReader::Impl {
     } else {
       o.done += uint64_t(res);
       stats.bytes_read += uint64_t(res);
+      f.bytes_read += uint64_t(res);
       if (o.done >= o.len || o.done >= o.need) {
         // complete (a read may stop short past the span, at the end of the file)
       } else if (res == 0 || (f.direct && o.done % kIoAlign != 0)) {
@@ -598,6 +600,7 @@ Completed SpanReader::wait_any() { return impl_->wait_any(); }
 bool SpanReader::poll(Completed* out) { return impl_->poll(out); }
 Completed SpanReader::wait(uint64_t ticket) { return impl_->wait(ticket); }
 int SpanReader::in_flight(int device) const { return impl_->device_running.at(size_t(device)); }
+uint64_t SpanReader::file_bytes_read(int file) const { return impl_->files.at(size_t(file)).bytes_read; }
 size_t SpanReader::outstanding() const { return impl_->requests.size() + impl_->results.size(); }
 
 ReadStats SpanReader::stats() const {

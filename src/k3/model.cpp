@@ -443,6 +443,10 @@ void forward_pass(K3Model& m, std::span<const SequenceRows> seqs, Logits which, 
         // while this layer, the head and the next pass's first layers
         // compute, so the drives do not sit idle across the token boundary.
         start_guess(m, first_moe);
+        // And the rest of the next pass's layers (their routes this pass),
+        // read only by a drive of a stripe that has nothing else to do.
+        for (int n = first_moe + 1; n < last_moe; n++)
+          if (c.is_moe_layer(n)) m.experts->prefetch_when_idle(n, m.prefetcher.last_route[size_t(n)]);
       }
       std::vector<int> chosen;
       moe_forward(c, *m.spine, f.moe, l, *m.experts, normed.data(), T, sub.data(), &chosen);
