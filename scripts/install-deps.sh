@@ -8,6 +8,7 @@ pkgs=(
   liburing-dev libcurl4-openssl-dev libssl-dev
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libcli11-dev
   libreadline-dev tmux
+  universal-ctags  # scripts/long_functions.sh (ctest long_functions)
   systemd  # systemd-analyze: tests/deploy checks deploy/sluice.service (no running systemd needed)
   nginx-light
   clang libclang-rt-dev

@@ -275,6 +275,173 @@ void print_answer(const PlanArgs& a, const Checkpoint& ck, const std::string& na
                 noisy.c_str());
 }
 
+// The step model: what one decode step reads, by class, and pushes through
+// each kernel, the disk and kernel rates measured here, and the seconds per
+// token they project.
+struct StepEstimate {
+  StepMix mix;
+  int moe = 0;                  // MoE layers
+  double touched = 0;           // experts a step routes to
+  double all_experts = 0, slots = 0;  // experts in all, and the expert cache's slots
+  HitRate hit;
+  DiskRate disk;
+  double missed = 0, wasted = 0, expert_read = 0, embed = 0;  // bytes per token
+  double io_bytes = 0, io_floor = 0;
+  kernels::KernelRates r;
+  int cores = 0;
+  double scale = 1;  // per-core rates times N cores
+  double bf16_s = 0, int8_s = 0, mxfp4_s = 0, decode_s = 0, kernel_floor = 0;
+  std::vector<ComputeProfile> saved;  // bench's saved compute measurements
+  int saved_used = 0, boundary_used = 0;
+  bool use_saved = false;
+  double compute_floor = 0;
+  double rate = 0;  // disk bytes per second
+  double lead = 0, spill = 0, after_router = 0, guessed_path = 0;
+  double boundary = 0, boundary_path = 0, critical = 0, projected = 0;
+};
+
+StepEstimate estimate_step(const PlanArgs& a, const Checkpoint& ck, const ModelPreview& model, const MemoryPlan& p) {
+  const ModelConfig& c = ck.config;
+  StepEstimate e;
+  // What one decode step reads, by class, and pushes through each kernel.
+  e.mix = model.step_mix(p);
+  e.moe = e.mix.moe_layers;
+  const double span = double(SpanReader::direct_bytes(0, c.expert_span_bytes()));
+  e.touched = e.mix.touched;
+  e.all_experts = double(e.moe) * c.num_experts;
+  e.slots = std::min(e.all_experts, std::floor(double(p.expert_cache) / std::max(1.0, double(SpanReader::direct_capacity(c.expert_span_bytes())))));
+  e.hit = justified_hit_rate(a, e.slots, e.all_experts, p.expert_cache);
+  e.disk = measure_disk(a, ck, c.num_experts > 0 ? c.expert_span_bytes() : 16ull << 20);
+  e.missed = e.touched * (1.0 - e.hit.rate) * span;
+  // Guesses read for nothing: the prefetch reads the previous token's route
+  // for the next layer before its router runs, and the experts it guessed
+  // wrong (and did not find cached) are read beside the misses, on the same
+  // disk; a property of the routing, as the hit rate (bench: prefetch_wasted_bytes_per_token
+  // over its missed experts' bytes).
+  e.wasted = e.missed * a.guess_waste;
+  e.expert_read = e.missed + e.wasted;
+  e.embed = double(c.hidden_size) * 2;
+  e.io_bytes = e.mix.layers_read + e.mix.head_read + e.expert_read + e.embed;
+  e.io_floor = e.io_bytes / (e.disk.gbps * 1e9);
+
+  e.r = kernels::measure_kernel_rates(a.cores > 0 ? 1 : 0, a.probe_seconds, a.probe_rounds);
+  e.cores = a.cores > 0 ? a.cores : e.r.threads;
+  e.scale = a.cores > 0 ? double(a.cores) : 1.0;  // per-core rates times N cores
+  e.bf16_s = kernel_seconds({.bf16 = e.mix.bf16}, e.r, e.scale);
+  e.int8_s = kernel_seconds({.int8 = e.mix.int8}, e.r, e.scale);
+  e.mxfp4_s = kernel_seconds({.mxfp4 = e.mix.mxfp4}, e.r, e.scale);
+  e.decode_s = kernel_seconds({.decoded = e.mix.decoded}, e.r, e.scale);
+  e.kernel_floor = e.bf16_s + e.int8_s + e.mxfp4_s + e.decode_s;
+  // The engine's own measured compute when bench saved one with as many
+  // threads (engine/compute_profile.h), scaled to this step's kernel bytes;
+  // else the kernels' probe alone.
+  if (!a.kernel_probe) e.saved = load_compute_profile(compute_profile_path());
+  const double saved_s = saved_compute_s(e.saved, e.cores, e.mix, e.r, &e.saved_used);
+  e.use_saved = e.saved_used > 0 && a.cores == 0;
+  e.compute_floor = e.use_saved ? saved_s : e.kernel_floor;
+  // The experts the cache misses: those the guesses caught (guess_recall of
+  // them) are read a layer ahead, beside the previous layer's compute, with the
+  // wrong guesses on the same disk; what does not fit in that layer's compute
+  // waits, and the misses no guess caught are read after their router, while
+  // compute waits.
+  e.rate = e.disk.gbps * 1e9;
+  e.lead = e.compute_floor / std::max(c.num_hidden_layers, 1);  // one layer's compute
+  const double ahead_per_layer = e.moe > 0 ? (e.missed * a.guess_recall + e.wasted) / e.moe / e.rate : 0;
+  e.spill = double(e.moe) * std::max(0.0, ahead_per_layer - e.lead);
+  e.after_router = e.missed * (1 - a.guess_recall) / e.rate;
+  const double expert_wait = e.spill + e.after_router;
+  e.guessed_path = e.compute_floor + expert_wait;
+  // The token boundary (model/step_mix.h, token_boundary_mix): the head, the
+  // layers before the first MoE layer, its attention and router run with no
+  // expert read of the step known, and the expert reader sits idle through it
+  // (bench's boundary idle matched its token_boundary_s_per_token on the
+  // k3-slice). So a step also takes at least that boundary plus the larger of
+  // reading every expert byte and the compute left after it. The boundary's
+  // time: bench's saved measurement scaled to this model's boundary bytes,
+  // else its kernel bytes' share of the compute floor.
+  const StepMix boundary_mix = model.token_boundary_mix(p);
+  const double saved_boundary = e.use_saved ? saved_boundary_s(e.saved, e.cores, boundary_mix, e.r, &e.boundary_used) : 0;
+  e.boundary =
+      std::min(e.compute_floor, e.boundary_used > 0 ? saved_boundary
+                                                : e.compute_floor * kernel_seconds(boundary_mix, e.r) /
+                                                      std::max(kernel_seconds(e.mix, e.r), 1e-12));
+  e.boundary_path = e.boundary + std::max(e.expert_read / e.rate, e.compute_floor - e.boundary);
+  e.critical = std::max(e.guessed_path, e.boundary_path);
+  e.projected = std::max(e.io_floor, e.critical);
+  return e;
+}
+
+// The lines after the answer: the plan, the bytes per token, the rates, and
+// the floors the projection is the larger of.
+void print_estimate(const PlanArgs& a, const Checkpoint& ck, const std::string& spine_what, const MemoryPlan& p,
+                    const StepEstimate& e) {
+  const ModelConfig& c = ck.config;
+  std::printf("model        %s%s: %d layers (%d MoE), top-%d of %d experts, expert %.1f MB\n",
+              layout_only(ck) ? "Kimi K3, config shipped in src/k3/k3_config.cpp (docs/k3-spec.md §1)" : ck.dir.c_str(),
+              layout_only(ck) ? ", no weights" : "", c.num_hidden_layers, e.moe, c.num_experts_per_token, c.num_experts,
+              double(c.expert_span_bytes()) / 1e6);
+  std::printf("spine        %s: %.3f GB to read in full, %.3f GB in RAM\n", spine_what.c_str(), gb(e.mix.spine_full_read),
+              gb(double(p.spine_total)));
+  std::printf("budget       %.3f GB (working minimum %.6f GB; process baseline and working buffers %.3f GB)\n",
+              gb(double(p.budget)), gb(double(p.minimum)), gb(double(p.baseline + p.working)));
+  std::printf("resident     %.3f GB of spine (%s), %.3f GB vectors and routers, %.3f GB sequence state\n",
+              gb(double(p.spine_resident_bytes)), p.spine_resident ? "all of it" : "part", gb(double(p.fixed)),
+              gb(double(p.state_reserve)));
+  std::printf("ring         %.3f GB\n", gb(double(p.ring)));
+  std::printf("expert cache %.3f GB: %.0f of %.0f experts (%.2f %%), + %.3f GB in-flight buffers\n",
+              gb(double(p.expert_cache)), e.slots, e.all_experts, 100.0 * e.slots / std::max(e.all_experts, 1.0),
+              gb(double(p.expert_buffers)));
+  std::printf("per token    spine streamed %.3f GB, head streamed %.3f GB, experts %.3f GB (%.0f of %.0f read at "
+              "hit rate %.2f; + %.3f GB of wrong guesses at --guess-waste %.2f), embedding row %.6f GB\n",
+              gb(e.mix.layers_read), gb(e.mix.head_read), gb(e.expert_read), e.touched * (1.0 - e.hit.rate), e.touched, e.hit.rate,
+              gb(e.wasted), a.guess_waste, gb(e.embed));
+  std::printf("hit rate     %.2f: %s\n", e.hit.rate, e.hit.why.c_str());
+  if (e.disk.rounds > 0)
+    std::printf("disk         %.2f GB/s %s (rounds spread %.2fx)\n", e.disk.gbps, e.disk.how.c_str(), e.disk.spread);
+  else
+    std::printf("disk         %.2f GB/s %s\n", e.disk.gbps, e.disk.how.c_str());
+  std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", e.io_floor, gb(e.io_bytes), e.disk.gbps);
+  std::printf("kernels      %s %d core%s, %s kernels: bf16 matvec %.2f GB/s, int8 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, "
+              "lossless decode %.2f GB/s (medians of %d interleaved rounds; rounds spread up to %.2fx)\n",
+              a.cores > 0 ? "one core's rates measured here (its CPU time), times" : "measured here now (wall time) on",
+              e.cores, e.cores == 1 ? "" : "s", e.r.kernels.c_str(),
+              e.r.bf16_gbps * e.scale, e.r.int8_gbps * e.scale, e.r.mxfp4_gbps * e.scale, e.r.decode_gbps * e.scale, e.r.rounds, e.r.spread);
+  std::printf("kernel floor %.3f s per token: bf16 %.3f GB (%.3f s), int8 %.3f GB (%.3f s), experts %.3f GB (%.3f s), "
+              "decode %.3f GB (%.3f s)\n",
+              e.kernel_floor, gb(e.mix.bf16), e.bf16_s, gb(e.mix.int8), e.int8_s, gb(e.mix.mxfp4), e.mxfp4_s, gb(e.mix.decoded), e.decode_s);
+  if (e.use_saved) {
+    double lo = 1e300, hi = 0;
+    const ComputeProfile* latest = nullptr;  // of the runs used (the file's last may be of other kernels)
+    for (const ComputeProfile& q : e.saved)
+      if (run_applies(q, e.cores, e.r)) {
+        const double s = scaled_compute_s(q, e.mix, e.r);
+        lo = std::min(lo, s), hi = std::max(hi, s), latest = &q;
+      }
+    std::printf("compute floor %.3f s per token: the engine's decode compute as `sluice bench --save-compute` measured "
+                "it, median of %d run%s (%.3f-%.3f s, the latest on %s at %s, %d threads), each scaled to this step's "
+                "kernel bytes by the kernels' relative rates (%s)\n",
+                e.compute_floor, e.saved_used, e.saved_used == 1 ? "" : "s", lo, hi, latest->model.c_str(),
+                latest->when.c_str(), e.cores, compute_profile_path().c_str());
+  } else {
+    std::printf("compute floor %.3f s per token: the kernel floor (%s)\n", e.compute_floor,
+                a.kernel_probe   ? "--kernel-probe"
+                : a.cores > 0    ? "--cores: per-core rates"
+                : !e.saved.empty() ? "the saved engine runs used another thread count or other kernels"
+                                 : "no engine measurement saved: `sluice bench --save-compute` on a resident spine keeps one");
+  }
+  std::printf("critical path %.3f s per token: the larger of compute floor + %.3f s reading the missed experts no guess "
+              "caught (after their router; --guess-recall %.2f) + %.3f s of guessed reads that one layer's compute of "
+              "%.3f s does not hide (%.3f s), and the token boundary's %.3f s (%s) + the larger of every expert byte at "
+              "the disk rate (%.3f s) and the compute after it (%.3f s) (%.3f s)\n",
+              e.critical, e.after_router, a.guess_recall, e.spill, e.lead, e.guessed_path, e.boundary,
+              e.boundary_used > 0 ? "`sluice bench --save-compute`'s, scaled to these bytes"
+                                : "its kernel bytes' share of the compute floor",
+              e.expert_read / e.rate, e.compute_floor - e.boundary, e.boundary_path);
+  std::printf(e.projected >= 0.1 ? "projected    %.3f s/token (%s: the larger of the I/O floor and the critical path)\n"
+                                : "projected    %.6f s/token (%s: the larger of the I/O floor and the critical path)\n",
+              e.projected, e.io_floor >= e.critical ? "I/O-bound" : "compute and expert reads");
+}
+
 int run_plan(const PlanArgs& a) {
   if (a.model.empty() == a.preset.empty()) fail("plan", "give either --model DIR or --preset k3 (or k31)");
   const Checkpoint ck =
@@ -305,144 +472,12 @@ int run_plan(const PlanArgs& a) {
     std::fflush(stdout);
     throw;
   }
-  const ModelConfig& c = ck.config;
-
-  // What one decode step reads, by class, and pushes through each kernel.
-  const StepMix mix = model->step_mix(p);
-  const double layers_read = mix.layers_read, head_read = mix.head_read, spine_full_read = mix.spine_full_read;
-  const int moe = mix.moe_layers;
-  const double span = double(SpanReader::direct_bytes(0, c.expert_span_bytes()));
-  const double touched = mix.touched;
-  const double all_experts = double(moe) * c.num_experts;
-  const double slots = std::min(all_experts, std::floor(double(p.expert_cache) / std::max(1.0, double(SpanReader::direct_capacity(c.expert_span_bytes())))));
-  const HitRate hit = justified_hit_rate(a, slots, all_experts, p.expert_cache);
-  const DiskRate disk = measure_disk(a, ck, c.num_experts > 0 ? c.expert_span_bytes() : 16ull << 20);
-  const double missed = touched * (1.0 - hit.rate) * span;
-  // Guesses read for nothing: the prefetch reads the previous token's route
-  // for the next layer before its router runs, and the experts it guessed
-  // wrong (and did not find cached) are read beside the misses, on the same
-  // disk; a property of the routing, as the hit rate (bench: prefetch_wasted_bytes_per_token
-  // over its missed experts' bytes).
-  const double wasted = missed * a.guess_waste;
-  const double expert_read = missed + wasted;
-  const double embed = double(c.hidden_size) * 2;
-  const double io_bytes = layers_read + head_read + expert_read + embed;
-  const double io_floor = io_bytes / (disk.gbps * 1e9);
-
-  kernels::KernelRates r = kernels::measure_kernel_rates(a.cores > 0 ? 1 : 0, a.probe_seconds, a.probe_rounds);
-  const int cores = a.cores > 0 ? a.cores : r.threads;
-  const double scale = a.cores > 0 ? double(a.cores) : 1.0;  // per-core rates times N cores
-  const double bf16_s = kernel_seconds({.bf16 = mix.bf16}, r, scale);
-  const double int8_s = kernel_seconds({.int8 = mix.int8}, r, scale);
-  const double mxfp4_s = kernel_seconds({.mxfp4 = mix.mxfp4}, r, scale);
-  const double decode_s = kernel_seconds({.decoded = mix.decoded}, r, scale);
-  const double kernel_floor = bf16_s + int8_s + mxfp4_s + decode_s;
-  // The engine's own measured compute when bench saved one with as many
-  // threads (engine/compute_profile.h), scaled to this step's kernel bytes;
-  // else the kernels' probe alone.
-  std::vector<ComputeProfile> saved;
-  if (!a.kernel_probe) saved = load_compute_profile(compute_profile_path());
-  int saved_used = 0;
-  const double saved_s = saved_compute_s(saved, cores, mix, r, &saved_used);
-  const bool use_saved = saved_used > 0 && a.cores == 0;
-  const double compute_floor = use_saved ? saved_s : kernel_floor;
-  // The experts the cache misses: those the guesses caught (guess_recall of
-  // them) are read a layer ahead, beside the previous layer's compute, with the
-  // wrong guesses on the same disk; what does not fit in that layer's compute
-  // waits, and the misses no guess caught are read after their router, while
-  // compute waits.
-  const double rate = disk.gbps * 1e9;
-  const double lead = compute_floor / std::max(c.num_hidden_layers, 1);  // one layer's compute
-  const double ahead_per_layer = moe > 0 ? (missed * a.guess_recall + wasted) / moe / rate : 0;
-  const double spill = double(moe) * std::max(0.0, ahead_per_layer - lead);
-  const double after_router = missed * (1 - a.guess_recall) / rate;
-  const double expert_wait = spill + after_router;
-  const double guessed_path = compute_floor + expert_wait;
-  // The token boundary (model/step_mix.h, token_boundary_mix): the head, the
-  // layers before the first MoE layer, its attention and router run with no
-  // expert read of the step known, and the expert reader sits idle through it
-  // (bench's boundary idle matched its token_boundary_s_per_token on the
-  // k3-slice). So a step also takes at least that boundary plus the larger of
-  // reading every expert byte and the compute left after it. The boundary's
-  // time: bench's saved measurement scaled to this model's boundary bytes,
-  // else its kernel bytes' share of the compute floor.
-  const StepMix boundary_mix = model->token_boundary_mix(p);
-  int boundary_used = 0;
-  const double saved_boundary = use_saved ? saved_boundary_s(saved, cores, boundary_mix, r, &boundary_used) : 0;
-  const double boundary =
-      std::min(compute_floor, boundary_used > 0 ? saved_boundary
-                                                : compute_floor * kernel_seconds(boundary_mix, r) /
-                                                      std::max(kernel_seconds(mix, r), 1e-12));
-  const double boundary_path = boundary + std::max(expert_read / rate, compute_floor - boundary);
-  const double critical = std::max(guessed_path, boundary_path);
-  const double projected = std::max(io_floor, critical);
-
-  print_answer(a, ck, name, p, projected, disk_need(ck, *model), r, disk);
-  std::printf("model        %s%s: %d layers (%d MoE), top-%d of %d experts, expert %.1f MB\n",
-              layout_only(ck) ? "Kimi K3, config shipped in src/k3/k3_config.cpp (docs/k3-spec.md §1)" : ck.dir.c_str(),
-              layout_only(ck) ? ", no weights" : "", c.num_hidden_layers, moe, c.num_experts_per_token, c.num_experts,
-              double(c.expert_span_bytes()) / 1e6);
-  std::printf("spine        %s: %.3f GB to read in full, %.3f GB in RAM\n", spine_what.c_str(), gb(spine_full_read),
-              gb(double(p.spine_total)));
-  std::printf("budget       %.3f GB (working minimum %.6f GB; process baseline and working buffers %.3f GB)\n",
-              gb(double(p.budget)), gb(double(p.minimum)), gb(double(p.baseline + p.working)));
-  std::printf("resident     %.3f GB of spine (%s), %.3f GB vectors and routers, %.3f GB sequence state\n",
-              gb(double(p.spine_resident_bytes)), p.spine_resident ? "all of it" : "part", gb(double(p.fixed)),
-              gb(double(p.state_reserve)));
-  std::printf("ring         %.3f GB\n", gb(double(p.ring)));
-  std::printf("expert cache %.3f GB: %.0f of %.0f experts (%.2f %%), + %.3f GB in-flight buffers\n",
-              gb(double(p.expert_cache)), slots, all_experts, 100.0 * slots / std::max(all_experts, 1.0),
-              gb(double(p.expert_buffers)));
-  std::printf("per token    spine streamed %.3f GB, head streamed %.3f GB, experts %.3f GB (%.0f of %.0f read at "
-              "hit rate %.2f; + %.3f GB of wrong guesses at --guess-waste %.2f), embedding row %.6f GB\n",
-              gb(layers_read), gb(head_read), gb(expert_read), touched * (1.0 - hit.rate), touched, hit.rate,
-              gb(wasted), a.guess_waste, gb(embed));
-  std::printf("hit rate     %.2f: %s\n", hit.rate, hit.why.c_str());
-  if (disk.rounds > 0)
-    std::printf("disk         %.2f GB/s %s (rounds spread %.2fx)\n", disk.gbps, disk.how.c_str(), disk.spread);
-  else
-    std::printf("disk         %.2f GB/s %s\n", disk.gbps, disk.how.c_str());
-  std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", io_floor, gb(io_bytes), disk.gbps);
-  std::printf("kernels      %s %d core%s, %s kernels: bf16 matvec %.2f GB/s, int8 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, "
-              "lossless decode %.2f GB/s (medians of %d interleaved rounds; rounds spread up to %.2fx)\n",
-              a.cores > 0 ? "one core's rates measured here (its CPU time), times" : "measured here now (wall time) on",
-              cores, cores == 1 ? "" : "s", r.kernels.c_str(),
-              r.bf16_gbps * scale, r.int8_gbps * scale, r.mxfp4_gbps * scale, r.decode_gbps * scale, r.rounds, r.spread);
-  std::printf("kernel floor %.3f s per token: bf16 %.3f GB (%.3f s), int8 %.3f GB (%.3f s), experts %.3f GB (%.3f s), "
-              "decode %.3f GB (%.3f s)\n",
-              kernel_floor, gb(mix.bf16), bf16_s, gb(mix.int8), int8_s, gb(mix.mxfp4), mxfp4_s, gb(mix.decoded), decode_s);
-  if (use_saved) {
-    double lo = 1e300, hi = 0;
-    const ComputeProfile* latest = nullptr;  // of the runs used (the file's last may be of other kernels)
-    for (const ComputeProfile& q : saved)
-      if (run_applies(q, cores, r)) {
-        const double s = scaled_compute_s(q, mix, r);
-        lo = std::min(lo, s), hi = std::max(hi, s), latest = &q;
-      }
-    std::printf("compute floor %.3f s per token: the engine's decode compute as `sluice bench --save-compute` measured "
-                "it, median of %d run%s (%.3f-%.3f s, the latest on %s at %s, %d threads), each scaled to this step's "
-                "kernel bytes by the kernels' relative rates (%s)\n",
-                compute_floor, saved_used, saved_used == 1 ? "" : "s", lo, hi, latest->model.c_str(),
-                latest->when.c_str(), cores, compute_profile_path().c_str());
-  } else {
-    std::printf("compute floor %.3f s per token: the kernel floor (%s)\n", compute_floor,
-                a.kernel_probe   ? "--kernel-probe"
-                : a.cores > 0    ? "--cores: per-core rates"
-                : !saved.empty() ? "the saved engine runs used another thread count or other kernels"
-                                 : "no engine measurement saved: `sluice bench --save-compute` on a resident spine keeps one");
-  }
-  std::printf("critical path %.3f s per token: the larger of compute floor + %.3f s reading the missed experts no guess "
-              "caught (after their router; --guess-recall %.2f) + %.3f s of guessed reads that one layer's compute of "
-              "%.3f s does not hide (%.3f s), and the token boundary's %.3f s (%s) + the larger of every expert byte at "
-              "the disk rate (%.3f s) and the compute after it (%.3f s) (%.3f s)\n",
-              critical, after_router, a.guess_recall, spill, lead, guessed_path, boundary,
-              boundary_used > 0 ? "`sluice bench --save-compute`'s, scaled to these bytes"
-                                : "its kernel bytes' share of the compute floor",
-              expert_read / rate, compute_floor - boundary, boundary_path);
-  std::printf(projected >= 0.1 ? "projected    %.3f s/token (%s: the larger of the I/O floor and the critical path)\n"
-                                : "projected    %.6f s/token (%s: the larger of the I/O floor and the critical path)\n",
-              projected, io_floor >= critical ? "I/O-bound" : "compute and expert reads");
-  if (a.gpu.given()) print_plan_gpu(a.gpu, model->placement_request(p), {r.bf16_gbps * scale, r.mxfp4_gbps * scale, disk.gbps, hit.rate});
+  const StepEstimate e = estimate_step(a, ck, *model, p);
+  print_answer(a, ck, name, p, e.projected, disk_need(ck, *model), e.r, e.disk);
+  print_estimate(a, ck, spine_what, p, e);
+  if (a.gpu.given())
+    print_plan_gpu(a.gpu, model->placement_request(p),
+                   {e.r.bf16_gbps * e.scale, e.r.mxfp4_gbps * e.scale, e.disk.gbps, e.hit.rate});
   return 0;
 }
 

@@ -173,154 +173,25 @@ class DirectExperts : public ExpertSource {
     if (layer == first_moe_) cache_.next_token();
     note_boundary(layer);
     // Hints for this layer that never found room are moot now (a lower
-    // layer's are for the next pass: see the guesses below).
+    // layer's are for the next pass: see settle_guesses).
     auto this_layer = [&](const auto& h) { return h.first == layer; };
     hints_.erase(std::remove_if(hints_.begin(), hints_.end(), this_layer), hints_.end());
     idle_hints_.erase(std::remove_if(idle_hints_.begin(), idle_hints_.end(), this_layer), idle_hints_.end());
-    // Guesses made for this layer: the needed ones are used below (from their
-    // cache slot or spare buffer, landed or in flight); the wrong ones are
-    // withdrawn if they have not started, else left to land unused.
-    std::vector<Guess> mine, later;
-    for (const Guess& g : guesses_) {
-      // Hinted for a later layer, or (a lower one) for the next pass, made
-      // during this pass's last MoE layer: that layer's own fetch decides.
-      if (g.layer != layer) {
-        later.push_back(g);
-        continue;
-      }
-      if (g.ticket) stats_.prefetch_pending++;
-      const bool needed = g.layer == layer && std::find(experts.begin(), experts.end(), g.expert) != experts.end();
-      if (needed && g.slot >= 0 && !g.ticket && cache_.find(g.layer, g.expert) != g.slot) {
-        stats_.prefetch_wasted++;  // landed, then evicted before its layer came
-        stats_.prefetch_wasted_bytes += aligned_bytes(g);
-        continue;
-      }
-      if (needed) {
-        stats_.prefetch_used++;
-        if (g.slot < 0) mine.push_back(g);  // a cache-slot guess is found by the lookup below
-        continue;
-      }
-      if (g.ticket && drop_unstarted(g)) {
-        stats_.prefetch_cancelled++;
-        continue;
-      }
-      if (g.ticket && cut_started(g)) continue;  // never delays a needed read
-      stats_.prefetch_wasted++;
-      stats_.prefetch_wasted_bytes += aligned_bytes(g);
-      if (!g.ticket && g.slot < 0) free_bypass_.push_back(-2 - g.slot);  // landed in a spare buffer
-    }
-    guesses_ = std::move(later);
-    // Needs: either ready (cache or a landed guess), in flight (a prefetch), or to be read.
+    std::vector<Guess> mine = settle_guesses(layer, experts);
     std::vector<Need> ready;
     std::deque<size_t> to_read;
-    for (size_t i = 0; i < experts.size(); i++) {
-      const int e = experts[i];
-      auto g = std::find_if(mine.begin(), mine.end(), [&](const Guess& x) { return x.expert == e; });
-      if (g != mine.end()) {
-        if (g->ticket)
-          waiting_[g->ticket] = {i, g->slot, /*own=*/true, layer, e};
-        else
-          ready.push_back({i, g->slot, g->data});
-        mine.erase(g);
-        continue;
-      }
-      int slot = cache_.lookup(layer, e);
-      if (slot >= 0) {
-        if (cache_.ready(slot)) {
-          cache_.pin(slot);
-          ready.push_back({i, slot, cache_.data(slot)});
-          stats_.cache_hits++;
-          stats_.bytes_hit += span_;
-        } else {
-          // A prefetch is reading it; its pin holds the slot until the read lands.
-          waiting_[slot_ticket_.at(slot)] = {i, slot, /*own=*/true, layer, e};
-        }
-        continue;
-      }
-      to_read.push_back(i);
-    }
+    sort_needs(layer, experts, mine, &ready, &to_read);
     if (filler_) return fill(layer, experts, ready, to_read, use);
     size_t outstanding = 0;
     for (const auto& [ticket, w] : waiting_) outstanding += w.own ? 1 : 0;
-    auto submit_more = [&] {
-      while (!to_read.empty()) {
-        const size_t i = to_read.front();
-        const FileSpan& s = span_of(layer, experts[i]);
-        int slot = claim_slot(layer, experts[i]);  // pinned when >= 0
-        // No buffer free: wait for one of ours to land (never for a guess's:
-        // with nothing of ours in flight, take one more buffer instead).
-        if (slot < 0 && free_bypass_.empty() && bypass_.size() >= max_bypass_ && outstanding > 0) break;
-        to_read.pop_front();
-        uint64_t t;
-        // Needed now: ahead of every guess not yet started.
-        if (slot >= 0) {
-          t = reader_.submit(s.file, s.offset, s.length, cache_.slot_buffer(slot), /*urgent=*/true);
-          slot_ticket_[slot] = t;
-        } else {
-          const int b = take_bypass_buffer();
-          t = reader_.submit(s.file, s.offset, s.length, bypass_[size_t(b)].bytes(), /*urgent=*/true);
-          slot = -2 - b;  // a bypass buffer, not a cache slot
-        }
-        if (log_) log_->push_back({layer, s});
-        waiting_[t] = {i, slot, true, layer, experts[i]};
-        outstanding++;
-      }
-    };
-    submit_more();
+    submit_needed(layer, experts, to_read, outstanding);
     // Then the hinted reads for the next layer, behind this layer's own; those
     // that find no cache slot wait for a spare buffer (issue_hints, as reads land).
     issue_hints(to_read.empty());
     // Compute on what is already here (one batch) while the reads run.
     std::vector<ExpertBytes> batch;
     use_batch(use, ready, batch);
-    // Then the reads as they land: one that lands, with every other landed by then.
-    struct Landed {
-      size_t i;
-      int slot;
-      const uint8_t* data;
-    };
-    std::vector<Completed> done;  // keeps each read's buffer alive through the batch
-    std::vector<Landed> arrived;
-    while (outstanding > 0) {
-      run_meanwhile();  // before the first block on a read (its pumps keep the queue full)
-      done.clear();
-      arrived.clear();
-      const auto w0 = std::chrono::steady_clock::now();
-      done.push_back(next_read(true));
-      stats_.wait_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now() - w0)
-                                     .count());
-      try {
-        for (size_t k = 0;; k++) {
-          if (k == done.size()) {
-            Completed more = next_read(false);
-            if (!more.ticket) break;
-            done.push_back(std::move(more));
-          }
-          const Completed& c = done[k];
-          Waiting w{};
-          if (!landed(c, &w)) continue;  // cannot happen: every ticket is recorded
-          if (c.cut && w.own) {  // a guess withdrawn part-read that this fetch needs after all: read it again
-            outstanding--;
-            to_read.push_back(w.i);
-            continue;
-          }
-          if (!w.own) {
-            guess_landed(c.ticket, w.slot, c.data);
-            continue;
-          }
-          outstanding--;
-          arrived.push_back({w.i, w.slot, c.data});
-        }
-      } catch (...) {  // a failed read: what landed before it is let go, the fetch fails
-        for (const Landed& a : arrived) release(a.slot);
-        throw;
-      }
-      submit_more();  // the withdrawn guesses' reads again, first
-      use_batch(use, arrived, batch);
-      submit_more();
-      issue_hints(to_read.empty());
-    }
+    use_as_reads_land(layer, experts, to_read, outstanding, use, batch);
   }
 
   void prefetch(int layer, std::span<const int> experts) override {
@@ -703,6 +574,157 @@ class DirectExperts : public ExpertSource {
     bool own;  // a fetch is waiting for it (else a prefetch nobody asked for yet)
     int layer = -1, expert = -1;
   };
+
+  // Guesses made for this layer: the needed ones are used by the fetch (from
+  // their cache slot or spare buffer, landed or in flight); the wrong ones are
+  // withdrawn if they have not started, else left to land unused. Returns the
+  // needed guesses in spare buffers; the guesses for later layers stay.
+  std::vector<Guess> settle_guesses(int layer, std::span<const int> experts) {
+    std::vector<Guess> mine, later;
+    for (const Guess& g : guesses_) {
+      // Hinted for a later layer, or (a lower one) for the next pass, made
+      // during this pass's last MoE layer: that layer's own fetch decides.
+      if (g.layer != layer) {
+        later.push_back(g);
+        continue;
+      }
+      if (g.ticket) stats_.prefetch_pending++;
+      const bool needed = g.layer == layer && std::find(experts.begin(), experts.end(), g.expert) != experts.end();
+      if (needed && g.slot >= 0 && !g.ticket && cache_.find(g.layer, g.expert) != g.slot) {
+        stats_.prefetch_wasted++;  // landed, then evicted before its layer came
+        stats_.prefetch_wasted_bytes += aligned_bytes(g);
+        continue;
+      }
+      if (needed) {
+        stats_.prefetch_used++;
+        if (g.slot < 0) mine.push_back(g);  // a cache-slot guess is found by sort_needs's lookup
+        continue;
+      }
+      if (g.ticket && drop_unstarted(g)) {
+        stats_.prefetch_cancelled++;
+        continue;
+      }
+      if (g.ticket && cut_started(g)) continue;  // never delays a needed read
+      stats_.prefetch_wasted++;
+      stats_.prefetch_wasted_bytes += aligned_bytes(g);
+      if (!g.ticket && g.slot < 0) free_bypass_.push_back(-2 - g.slot);  // landed in a spare buffer
+    }
+    guesses_ = std::move(later);
+    return mine;
+  }
+
+  // A fetch's needs: either ready (cache or a landed guess) into *ready, in
+  // flight (a prefetch: waited for as the fetch's own read), or to be read
+  // (their indexes into experts, in *to_read).
+  void sort_needs(int layer, std::span<const int> experts, std::vector<Guess>& mine, std::vector<Need>* ready,
+                  std::deque<size_t>* to_read) {
+    for (size_t i = 0; i < experts.size(); i++) {
+      const int e = experts[i];
+      auto g = std::find_if(mine.begin(), mine.end(), [&](const Guess& x) { return x.expert == e; });
+      if (g != mine.end()) {
+        if (g->ticket)
+          waiting_[g->ticket] = {i, g->slot, /*own=*/true, layer, e};
+        else
+          ready->push_back({i, g->slot, g->data});
+        mine.erase(g);
+        continue;
+      }
+      int slot = cache_.lookup(layer, e);
+      if (slot >= 0) {
+        if (cache_.ready(slot)) {
+          cache_.pin(slot);
+          ready->push_back({i, slot, cache_.data(slot)});
+          stats_.cache_hits++;
+          stats_.bytes_hit += span_;
+        } else {
+          // A prefetch is reading it; its pin holds the slot until the read lands.
+          waiting_[slot_ticket_.at(slot)] = {i, slot, /*own=*/true, layer, e};
+        }
+        continue;
+      }
+      to_read->push_back(i);
+    }
+  }
+
+  // Submits the fetch's reads in to_read, as buffers allow; `outstanding`
+  // counts its own reads in flight.
+  void submit_needed(int layer, std::span<const int> experts, std::deque<size_t>& to_read, size_t& outstanding) {
+    while (!to_read.empty()) {
+      const size_t i = to_read.front();
+      const FileSpan& s = span_of(layer, experts[i]);
+      int slot = claim_slot(layer, experts[i]);  // pinned when >= 0
+      // No buffer free: wait for one of ours to land (never for a guess's:
+      // with nothing of ours in flight, take one more buffer instead).
+      if (slot < 0 && free_bypass_.empty() && bypass_.size() >= max_bypass_ && outstanding > 0) break;
+      to_read.pop_front();
+      uint64_t t;
+      // Needed now: ahead of every guess not yet started.
+      if (slot >= 0) {
+        t = reader_.submit(s.file, s.offset, s.length, cache_.slot_buffer(slot), /*urgent=*/true);
+        slot_ticket_[slot] = t;
+      } else {
+        const int b = take_bypass_buffer();
+        t = reader_.submit(s.file, s.offset, s.length, bypass_[size_t(b)].bytes(), /*urgent=*/true);
+        slot = -2 - b;  // a bypass buffer, not a cache slot
+      }
+      if (log_) log_->push_back({layer, s});
+      waiting_[t] = {i, slot, true, layer, experts[i]};
+      outstanding++;
+    }
+  }
+
+  // The fetch's reads as they land: uses each one that lands in a batch with
+  // every other landed by then, and keeps the queue full behind them.
+  void use_as_reads_land(int layer, std::span<const int> experts, std::deque<size_t>& to_read, size_t outstanding,
+                         const BatchUse& use, std::vector<ExpertBytes>& batch) {
+    struct Landed {
+      size_t i;
+      int slot;
+      const uint8_t* data;
+    };
+    std::vector<Completed> done;  // keeps each read's buffer alive through the batch
+    std::vector<Landed> arrived;
+    while (outstanding > 0) {
+      run_meanwhile();  // before the first block on a read (its pumps keep the queue full)
+      done.clear();
+      arrived.clear();
+      const auto w0 = std::chrono::steady_clock::now();
+      done.push_back(next_read(true));
+      stats_.wait_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - w0)
+                                     .count());
+      try {
+        for (size_t k = 0;; k++) {
+          if (k == done.size()) {
+            Completed more = next_read(false);
+            if (!more.ticket) break;
+            done.push_back(std::move(more));
+          }
+          const Completed& c = done[k];
+          Waiting w{};
+          if (!landed(c, &w)) continue;  // cannot happen: every ticket is recorded
+          if (c.cut && w.own) {  // a guess withdrawn part-read that this fetch needs after all: read it again
+            outstanding--;
+            to_read.push_back(w.i);
+            continue;
+          }
+          if (!w.own) {
+            guess_landed(c.ticket, w.slot, c.data);
+            continue;
+          }
+          outstanding--;
+          arrived.push_back({w.i, w.slot, c.data});
+        }
+      } catch (...) {  // a failed read: what landed before it is let go, the fetch fails
+        for (const Landed& a : arrived) release(a.slot);
+        throw;
+      }
+      submit_needed(layer, experts, to_read, outstanding);  // the withdrawn guesses' reads again, first
+      use_batch(use, arrived, batch);
+      submit_needed(layer, experts, to_read, outstanding);
+      issue_hints(to_read.empty());
+    }
+  }
 
   // Where an expert is read from: its span (a stripe's drive file, or a
   // shard), or its span in the shards once its drive file failed a read.

@@ -323,62 +323,142 @@ void forward_rows(K3Model& m, std::span<const SequenceRows> seqs, Logits which, 
 
 namespace {
 
-void forward_pass(K3Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
-                  ForwardTrace* trace) {
-  const ModelConfig& c = m.config();
-  const int H = c.hidden_size, V = c.vocab_size;
-  const Backend& be = *m.backend;
-  const float eps = c.rms_norm_eps;
-  std::vector<int> tokens, lens;
+// Every sequence's tokens in order, each checked against the vocabulary;
+// *lens gets each sequence's count.
+std::vector<int> pass_tokens(std::span<const SequenceRows> seqs, int V, std::vector<int>* lens) {
+  std::vector<int> tokens;
   for (const SequenceRows& q : seqs) {
     if (q.tokens.empty()) fail("forward", "no tokens");
     tokens.insert(tokens.end(), q.tokens.begin(), q.tokens.end());
-    lens.push_back(int(q.tokens.size()));
+    lens->push_back(int(q.tokens.size()));
   }
-  const int T = int(tokens.size());
   for (int tok : tokens)
     if (tok < 0 || tok >= V) fail("forward", "token id " + std::to_string(tok) + " is outside the vocabulary");
-  const size_t TH = size_t(T) * H;
-  // A prompt chunk (decode passes carry a token and its drafts per sequence):
-  // the expert source's background work waits until it is done.
-  struct LongPass {
-    ExpertSource* src;
-    explicit LongPass(ExpertSource* s) : src(s) {
-      if (src) src->long_pass(true);
-    }
-    ~LongPass() {
-      if (src) src->long_pass(false);
-    }
-  } long_pass(T > kLongPassRows && m.experts ? m.experts.get() : nullptr);
-  m.spine->begin_pass(which != Logits::None && logits);
+  return tokens;
+}
+
+// A prompt chunk (decode passes carry a token and its drafts per sequence):
+// the expert source's background work waits until it is done.
+struct LongPass {
+  ExpertSource* src;
+  explicit LongPass(ExpertSource* s) : src(s) {
+    if (src) src->long_pass(true);
+  }
+  ~LongPass() {
+    if (src) src->long_pass(false);
+  }
+};
+
+// Each undo records where its chunk starts, for rollback().
+void begin_undo(std::span<const SequenceRows> seqs, const ModelConfig& c) {
   for (const SequenceRows& q : seqs)
     if (q.undo) {
       q.undo->pos0 = q.state->pos;
       q.undo->T = int(q.tokens.size());
       q.undo->kda.resize(size_t(c.num_hidden_layers));
     }
-  std::vector<KdaLayerState*> kda_states(seqs.size());
-  std::vector<KdaUndo*> kda_undos(seqs.size());
-  std::vector<MlaLayerCache*> mla_caches(seqs.size());
+}
 
-  // P starts as the embedding rows, read from disk.
-  std::vector<float> P(TH);
+// The embedding rows of `tokens`, [T][H], read from disk.
+std::vector<float> embed(K3Model& m, const std::vector<int>& tokens) {
+  const int H = m.config().hidden_size, T = int(tokens.size());
+  std::vector<float> P(size_t(T) * H);
   std::vector<uint16_t> row(static_cast<size_t>(H));
   for (int t = 0; t < T; t++) {
     read_bf16_rows(m.ck, m.globals.embed, tokens[t], 1, row.data());
     for (int i = 0; i < H; i++) P[size_t(t) * H + i] = bf16_to_f32(row[size_t(i)]);
   }
   m.globals_bytes_read += uint64_t(T) * H * 2;
-  std::vector<std::vector<float>> blocks;  // B: sealed blocks, each [T][H]
-  std::vector<float> mixed(TH), normed(TH), sub(TH);
+  return P;
+}
+
+// The residual stream (AttnRes): the sealed blocks B, each [T][H], and the
+// block being summed, P.
+struct Residual {
+  K3Model& m;
+  int T, H;
+  std::vector<float> P;
+  std::vector<std::vector<float>> blocks;
   std::vector<const float*> sources;
+
   // AttnRes over B ++ [P] for rows first..first+count-1 (all from first by default), written from out[0].
-  auto mix = [&](const std::vector<float>& u, float* out, int first = 0, int count = -1) {
+  void mix(const std::vector<float>& u, float* out, int first = 0, int count = -1) {
     sources.clear();
     for (const auto& b : blocks) sources.push_back(b.data() + size_t(first) * H);
     sources.push_back(P.data() + size_t(first) * H);
-    be.attn_res(sources.data(), int(sources.size()), m.spine->vec(u), count < 0 ? T - first : count, H, eps, out);
+    m.backend->attn_res(sources.data(), int(sources.size()), m.spine->vec(u), count < 0 ? T - first : count, H,
+                        m.config().rms_norm_eps, out);
+  }
+};
+
+// Layer l's attention over every sequence's rows: KDA or MLA, each sequence
+// with its own state.
+void attention_rows(K3Model& m, int l, const LayerWeights& w, std::span<const SequenceRows> seqs,
+                    const std::vector<int>& lens, const float* normed, float* out) {
+  const ModelConfig& c = m.config();
+  if (c.is_kda_layer(l)) {
+    std::vector<KdaLayerState*> states(seqs.size());
+    std::vector<KdaUndo*> undos(seqs.size());
+    for (size_t i = 0; i < seqs.size(); i++) {
+      states[i] = &seqs[i].state->kda[size_t(l)];
+      undos[i] = seqs[i].undo ? &seqs[i].undo->kda[size_t(l)] : nullptr;
+    }
+    kda_forward_rows(c, *m.spine, w.kda, states, lens, undos, normed, out);
+  } else {
+    std::vector<MlaLayerCache*> caches(seqs.size());
+    for (size_t i = 0; i < seqs.size(); i++) caches[i] = &seqs[i].state->mla[size_t(l)];
+    mla_forward_rows(c, *m.spine, w.mla, caches, lens, normed, out);
+  }
+}
+
+// The head: final norm and output matrix over the rows whose logits are
+// wanted: all, or each sequence's last (a last_only one's under All), packed
+// in order. Rows are independent here. `mixed` and `normed` are [T][H] scratch.
+void head_logits(K3Model& m, Residual& r, std::span<const SequenceRows> seqs, const std::vector<int>& lens,
+                 Logits which, std::vector<float>& mixed, std::vector<float>& normed, std::vector<float>* logits) {
+  const ModelConfig& c = m.config();
+  const int H = c.hidden_size;
+  // Consecutive wanted rows go through one mix() call.
+  int n = 0, run_from = 0, run_len = 0, first = 0;
+  auto flush = [&] {
+    if (run_len) r.mix(m.globals.u_out, mixed.data() + size_t(n) * H, run_from, run_len);
+    n += run_len;
+    run_len = 0;
   };
+  for (size_t i = 0; i < seqs.size(); i++) {
+    const int len = lens[i];
+    const int want = which == Logits::All && !seqs[i].last_only ? len : 1;
+    if (run_from + run_len != first + len - want) {
+      flush();
+      run_from = first + len - want;
+    }
+    run_len += want;
+    first += len;
+  }
+  flush();
+  m.backend->rmsnorm_rows(mixed.data(), H, m.spine->vec(m.globals.final_norm), n, H, c.rms_norm_eps, normed.data(),
+                          H);
+  logits->resize(size_t(n) * c.vocab_size);
+  m.spine->matmul(m.spine->head(), normed.data(), n, logits->data());
+}
+
+void forward_pass(K3Model& m, std::span<const SequenceRows> seqs, Logits which, std::vector<float>* logits,
+                  ForwardTrace* trace) {
+  const ModelConfig& c = m.config();
+  const int H = c.hidden_size;
+  const Backend& be = *m.backend;
+  const float eps = c.rms_norm_eps;
+  std::vector<int> lens;
+  const std::vector<int> tokens = pass_tokens(seqs, c.vocab_size, &lens);
+  const int T = int(tokens.size());
+  const size_t TH = size_t(T) * H;
+  LongPass long_pass(T > kLongPassRows && m.experts ? m.experts.get() : nullptr);
+  m.spine->begin_pass(which != Logits::None && logits);
+  begin_undo(seqs, c);
+
+  // P starts as the embedding rows.
+  Residual r{m, T, H, embed(m, tokens), {}, {}};
+  std::vector<float> mixed(TH), normed(TH), sub(TH);
   if (trace) {
     trace->hidden.assign(size_t(c.num_hidden_layers) * TH, 0.0f);
     trace->experts.clear();
@@ -390,7 +470,7 @@ void forward_pass(K3Model& m, std::span<const SequenceRows> seqs, Logits which, 
   auto look_ahead = [&](int n, bool replace) {
     if (n >= c.num_hidden_layers || !c.is_moe_layer(n) || !m.experts) return;
     const LayerWeights& f = m.spine->ffn(n);
-    mix(f.u_mlp, ahead.data());
+    r.mix(f.u_mlp, ahead.data());
     be.rmsnorm_rows(ahead.data(), H, m.spine->vec(f.post_norm), T, H, eps, ahead.data(), H);
     add_lookahead(m, n, ahead.data(), T, K, replace);
   };
@@ -405,29 +485,20 @@ void forward_pass(K3Model& m, std::span<const SequenceRows> seqs, Logits which, 
   for (int l = 0; l < c.num_hidden_layers; l++) {
     // Attention sub-block.
     const LayerWeights& w = m.spine->attention(l);
-    if (blocks.empty()) mixed = P;
-    else mix(w.u_attn, mixed.data());
+    if (r.blocks.empty()) mixed = r.P;
+    else r.mix(w.u_attn, mixed.data());
     const bool seal = l % c.attn_res_block_size == 0;
     be.rmsnorm_rows(mixed.data(), H, m.spine->vec(w.input_norm), T, H, eps, normed.data(), H);
-    if (c.is_kda_layer(l)) {
-      for (size_t i = 0; i < seqs.size(); i++) {
-        kda_states[i] = &seqs[i].state->kda[size_t(l)];
-        kda_undos[i] = seqs[i].undo ? &seqs[i].undo->kda[size_t(l)] : nullptr;
-      }
-      kda_forward_rows(c, *m.spine, w.kda, kda_states, lens, kda_undos, normed.data(), sub.data());
-    } else {
-      for (size_t i = 0; i < seqs.size(); i++) mla_caches[i] = &seqs[i].state->mla[size_t(l)];
-      mla_forward_rows(c, *m.spine, w.mla, mla_caches, lens, normed.data(), sub.data());
-    }
+    attention_rows(m, l, w, seqs, lens, normed.data(), sub.data());
     if (seal) {
-      blocks.push_back(P);
-      P = sub;
+      r.blocks.push_back(r.P);
+      r.P = sub;
     } else {
-      be.add(P.data(), sub.data(), TH);
+      be.add(r.P.data(), sub.data(), TH);
     }
     // FFN sub-block.
     const LayerWeights& f = m.spine->ffn(l);
-    mix(f.u_mlp, mixed.data());
+    r.mix(f.u_mlp, mixed.data());
     be.rmsnorm_rows(mixed.data(), H, m.spine->vec(f.post_norm), T, H, eps, normed.data(), H);
     if (c.is_moe_layer(l)) {
       if (l + 1 < c.num_hidden_layers && c.is_moe_layer(l + 1)) {
@@ -455,37 +526,15 @@ void forward_pass(K3Model& m, std::span<const SequenceRows> seqs, Logits which, 
     } else {
       dense_forward(c, *m.spine, f.dense, normed.data(), T, sub.data());
     }
-    be.add(P.data(), sub.data(), TH);
-    if (trace) std::copy(P.begin(), P.end(), trace->hidden.begin() + ptrdiff_t(size_t(l) * TH));
+    be.add(r.P.data(), sub.data(), TH);
+    if (trace) std::copy(r.P.begin(), r.P.end(), trace->hidden.begin() + ptrdiff_t(size_t(l) * TH));
     look_ahead(l + 1, m.prefetcher.replace);  // a better estimate, read while layer l+1's attention computes
     m.experts->pump();
   }
   for (const SequenceRows& q : seqs) q.state->pos += int64_t(q.tokens.size());
 
   if (which == Logits::None || !logits) return;
-  // Only the rows whose logits are wanted: all, or each sequence's last (a
-  // last_only one's under All), packed in order. Rows are independent here.
-  // Consecutive wanted rows go through one mix() call.
-  int n = 0, run_from = 0, run_len = 0, first = 0;
-  auto flush = [&] {
-    if (run_len) mix(m.globals.u_out, mixed.data() + size_t(n) * H, run_from, run_len);
-    n += run_len;
-    run_len = 0;
-  };
-  for (size_t i = 0; i < seqs.size(); i++) {
-    const int len = lens[i];
-    const int want = which == Logits::All && !seqs[i].last_only ? len : 1;
-    if (run_from + run_len != first + len - want) {
-      flush();
-      run_from = first + len - want;
-    }
-    run_len += want;
-    first += len;
-  }
-  flush();
-  be.rmsnorm_rows(mixed.data(), H, m.spine->vec(m.globals.final_norm), n, H, eps, normed.data(), H);
-  logits->resize(size_t(n) * V);
-  m.spine->matmul(m.spine->head(), normed.data(), n, logits->data());
+  head_logits(m, r, seqs, lens, which, mixed, normed, logits);
 }
 
 }  // namespace

@@ -114,16 +114,23 @@ void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const 
   pinned_bytes_ = read_matrices(ck_, pinned_);
   resident_read_ = 0;
   for (const MatrixRef& r : pinned_) resident_read_ += SpanReader::direct_bytes(r.span.offset, r.span.length);
-  // Resident: a matrix all of whose pieces stay is read whole (one view, one
-  // kernel call); otherwise each resident piece is read on its own.
-  struct Read {
-    FileSpan span;
-    std::vector<int> pieces;  // pointed at the landed bytes
-    int whole = -1;           // the matrix read whole, or -1
-    int whole_int8 = -1;      // the int8 matrix read whole, or -1
-  };
-  std::vector<Read> reads;
-  std::vector<Read> packed;  // resident packed pieces: read compressed, decoded into place
+  std::vector<ResidentRead> reads;
+  std::vector<ResidentRead> packed;  // resident packed pieces: read compressed, decoded into place
+  plan_resident_reads(resident, &reads, &packed);
+  uint64_t total = 0;
+  for (const ResidentRead& r : reads) total += SpanReader::direct_capacity(r.span.length);
+  uint64_t packed_total = 0;
+  for (const ResidentRead& r : packed) packed_total += decoded_bytes(r);
+  resident_bytes_ = AlignedBuffer(total + packed_total ? total + packed_total : 1);
+  if (!packed.empty()) read_packed(packed, total, io);
+  if (!reads.empty()) read_resident(reads, total, io, progress);
+  start_stream(ring_bytes, io);
+}
+
+// Resident: a matrix all of whose pieces stay is read whole (one view, one
+// kernel call); otherwise each resident piece is read on its own.
+void Spine::plan_resident_reads(const std::vector<bool>& resident, std::vector<ResidentRead>* reads,
+                                std::vector<ResidentRead>* packed) const {
   for (size_t i = 0; i < matrices_.size(); i++) {
     const Matrix& mx = matrices_[i];
     const Piece* first = mx.pieces.empty() ? nullptr : &pieces_[size_t(mx.pieces[0])];
@@ -133,91 +140,96 @@ void Spine::start(const std::vector<bool>& resident, uint64_t ring_bytes, const 
       bool all = true;
       for (int p : mx.pieces) all = all && resident[size_t(p)];
       const PackedTensor& t = *first->packed;
-      if (all) reads.push_back({{first->span.file, t.data_at, t.index.back()}, mx.pieces, -1, int(i)});
+      if (all) reads->push_back({{first->span.file, t.data_at, t.index.back()}, mx.pieces, -1, int(i)});
       else
         for (int p : mx.pieces)
-          if (resident[size_t(p)]) reads.push_back({pieces_[size_t(p)].span, {p}, -1, -1});
+          if (resident[size_t(p)]) reads->push_back({pieces_[size_t(p)].span, {p}, -1, -1});
       continue;
     }
     if (first && first->packed) {
       bool all = true;
       for (int p : mx.pieces) all = all && resident[size_t(p)];
-      if (all) packed.push_back({mx.span, mx.pieces, int(i), -1});
+      if (all) packed->push_back({mx.span, mx.pieces, int(i), -1});
       else
         for (int p : mx.pieces)
-          if (resident[size_t(p)]) packed.push_back({pieces_[size_t(p)].span, {p}, -1, -1});
+          if (resident[size_t(p)]) packed->push_back({pieces_[size_t(p)].span, {p}, -1, -1});
       continue;
     }
     bool all = true;
     for (int p : mx.pieces) all = all && resident[size_t(p)];
     if (all) {
-      reads.push_back({mx.span, mx.pieces, int(i), -1});
+      reads->push_back({mx.span, mx.pieces, int(i), -1});
       continue;
     }
     for (int p : mx.pieces)
-      if (resident[size_t(p)]) reads.push_back({pieces_[size_t(p)].span, {p}, -1, -1});
+      if (resident[size_t(p)]) reads->push_back({pieces_[size_t(p)].span, {p}, -1, -1});
   }
-  uint64_t total = 0;
-  for (const Read& r : reads) total += SpanReader::direct_capacity(r.span.length);
-  auto decoded_bytes = [&](const Read& r) {
-    const Bf16Matrix& m = *matrices_[size_t(pieces_[size_t(r.pieces[0])].matrix)].view;
-    return r.whole >= 0 ? SpanReader::direct_capacity(uint64_t(m.rows) * uint64_t(m.cols) * 2) : piece_bytes(r.pieces[0]);
-  };
-  uint64_t packed_total = 0;
-  for (const Read& r : packed) packed_total += decoded_bytes(r);
-  resident_bytes_ = AlignedBuffer(total + packed_total ? total + packed_total : 1);
-  if (!packed.empty()) {
-    SpanReader reader(paths_, io);
-    uint64_t at = total;
-    for (const Read& r : packed) {
-      // A matrix all of whose pieces stay is decoded into one view (one kernel call).
-      uint16_t* out = reinterpret_cast<uint16_t*>(resident_bytes_.data() + at);
-      if (r.whole >= 0) matrices_[size_t(r.whole)].view->w = out;
-      for (int i : r.pieces) {
-        Piece& pc = pieces_[size_t(i)];
-        const Completed c = reader.wait(reader.submit(pc.span.file, pc.span.offset, pc.span.length, {}));
-        pc.data = r.whole >= 0 ? out + pc.row0 * matrices_[size_t(pc.matrix)].view->cols : out;
-        decode_blocks(*pack_, *pc.packed, pc.block0, pc.blocks, c.data, const_cast<uint16_t*>(pc.data), true);
-        pc.resident = pc.checked = true;
-        resident_read_ += SpanReader::direct_bytes(pc.span.offset, pc.span.length);
+}
+
+// The bytes a resident packed read takes once decoded.
+uint64_t Spine::decoded_bytes(const ResidentRead& r) const {
+  const Bf16Matrix& m = *matrices_[size_t(pieces_[size_t(r.pieces[0])].matrix)].view;
+  return r.whole >= 0 ? SpanReader::direct_capacity(uint64_t(m.rows) * uint64_t(m.cols) * 2) : piece_bytes(r.pieces[0]);
+}
+
+// Reads the resident packed pieces and decodes them into resident_bytes_, from `at` on.
+void Spine::read_packed(const std::vector<ResidentRead>& packed, uint64_t at, const SpanReaderOptions& io) {
+  SpanReader reader(paths_, io);
+  for (const ResidentRead& r : packed) {
+    // A matrix all of whose pieces stay is decoded into one view (one kernel call).
+    uint16_t* out = reinterpret_cast<uint16_t*>(resident_bytes_.data() + at);
+    if (r.whole >= 0) matrices_[size_t(r.whole)].view->w = out;
+    for (int i : r.pieces) {
+      Piece& pc = pieces_[size_t(i)];
+      const Completed c = reader.wait(reader.submit(pc.span.file, pc.span.offset, pc.span.length, {}));
+      pc.data = r.whole >= 0 ? out + pc.row0 * matrices_[size_t(pc.matrix)].view->cols : out;
+      decode_blocks(*pack_, *pc.packed, pc.block0, pc.blocks, c.data, const_cast<uint16_t*>(pc.data), true);
+      pc.resident = pc.checked = true;
+      resident_read_ += SpanReader::direct_bytes(pc.span.offset, pc.span.length);
+    }
+    at += decoded_bytes(r);
+  }
+}
+
+// Reads the resident bf16 and int8 bytes into resident_bytes_ (`total` of
+// them, from its start) and points their views and pieces at them.
+void Spine::read_resident(const std::vector<ResidentRead>& reads, uint64_t total, const SpanReaderOptions& io,
+                          const std::function<void(uint64_t done, uint64_t total)>& progress) {
+  SpanReader reader(paths_, io);
+  std::vector<uint64_t> tickets;
+  uint64_t at = 0;
+  for (const ResidentRead& r : reads) {
+    const uint64_t cap = SpanReader::direct_capacity(r.span.length);
+    tickets.push_back(reader.submit(r.span.file, r.span.offset, r.span.length,
+                                    std::span<uint8_t>(resident_bytes_.data() + at, cap)));
+    at += cap;
+    resident_read_ += SpanReader::direct_bytes(r.span.offset, r.span.length);
+  }
+  uint64_t landed = 0;
+  if (progress) progress(0, total);
+  for (size_t i = 0; i < reads.size(); i++) {
+    const uint8_t* bytes = reader.wait(tickets[i]).data;
+    landed += SpanReader::direct_capacity(reads[i].span.length);
+    if (progress) progress(landed, total);
+    const ResidentRead& r = reads[i];
+    if (r.whole >= 0) matrices_[size_t(r.whole)].view->w = reinterpret_cast<const uint16_t*>(bytes);
+    if (r.whole_int8 >= 0) matrices_[size_t(r.whole_int8)].q8 = bytes;
+    for (int p : r.pieces) {
+      Piece& pc = pieces_[size_t(p)];
+      pc.resident = true;
+      const uint8_t* at = bytes + (pc.span.offset - r.span.offset);  // pieces are contiguous runs of the read
+      if (!pc.int8) {
+        pc.data = reinterpret_cast<const uint16_t*>(at);
+        continue;
       }
-      at += decoded_bytes(r);
+      pc.q8 = at;
+      check_int8_blocks(*pack_, *pc.packed, pc.block0, pc.blocks, at);
+      pc.checked = true;
     }
   }
-  if (!reads.empty()) {
-    SpanReader reader(paths_, io);
-    std::vector<uint64_t> tickets;
-    uint64_t at = 0;
-    for (const Read& r : reads) {
-      const uint64_t cap = SpanReader::direct_capacity(r.span.length);
-      tickets.push_back(reader.submit(r.span.file, r.span.offset, r.span.length,
-                                      std::span<uint8_t>(resident_bytes_.data() + at, cap)));
-      at += cap;
-      resident_read_ += SpanReader::direct_bytes(r.span.offset, r.span.length);
-    }
-    uint64_t landed = 0;
-    if (progress) progress(0, total);
-    for (size_t i = 0; i < reads.size(); i++) {
-      const uint8_t* bytes = reader.wait(tickets[i]).data;
-      landed += SpanReader::direct_capacity(reads[i].span.length);
-      if (progress) progress(landed, total);
-      const Read& r = reads[i];
-      if (r.whole >= 0) matrices_[size_t(r.whole)].view->w = reinterpret_cast<const uint16_t*>(bytes);
-      if (r.whole_int8 >= 0) matrices_[size_t(r.whole_int8)].q8 = bytes;
-      for (int p : r.pieces) {
-        Piece& pc = pieces_[size_t(p)];
-        pc.resident = true;
-        const uint8_t* at = bytes + (pc.span.offset - r.span.offset);  // pieces are contiguous runs of the read
-        if (!pc.int8) {
-          pc.data = reinterpret_cast<const uint16_t*>(at);
-          continue;
-        }
-        pc.q8 = at;
-        check_int8_blocks(*pack_, *pc.packed, pc.block0, pc.blocks, at);
-        pc.checked = true;
-      }
-    }
-  }
+}
+
+void Spine::start_stream(uint64_t ring_bytes, const SpanReaderOptions& io) {
   // Streamed: the rest, in pass order; the head's pieces are the optional tail.
   std::vector<StreamItem> items;
   size_t required = 0;

@@ -153,6 +153,21 @@ class Spine final : public DenseReads {
     bool int8 = false;             // from an int8 pack: q8 rows, never decoded
     mutable bool checked = false;  // its blocks' checksums were checked
   };
+  // A read of resident bytes at start(): a matrix read whole, or one piece.
+  struct ResidentRead {
+    FileSpan span;
+    std::vector<int> pieces;  // pointed at the landed bytes
+    int whole = -1;           // the matrix read whole, or -1
+    int whole_int8 = -1;      // the int8 matrix read whole, or -1
+  };
+  // start()'s steps, in order.
+  void plan_resident_reads(const std::vector<bool>& resident, std::vector<ResidentRead>* reads,
+                           std::vector<ResidentRead>* packed) const;
+  uint64_t decoded_bytes(const ResidentRead& r) const;
+  void read_packed(const std::vector<ResidentRead>& packed, uint64_t at, const SpanReaderOptions& io);
+  void read_resident(const std::vector<ResidentRead>& reads, uint64_t total, const SpanReaderOptions& io,
+                     const std::function<void(uint64_t done, uint64_t total)>& progress);
+  void start_stream(uint64_t ring_bytes, const SpanReaderOptions& io);
   std::function<void()> between_;
   void add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit);
   const uint16_t* take(const Piece& p);
