@@ -91,6 +91,9 @@ struct DiskRate {
   std::string how;    // for the output: "--disk-gbps", "measured on ...", "assumed ...: why"
   double spread = 1;  // fastest round / slowest
   int rounds = 0;     // 0: not measured
+  // Several drives (--disk-gbps 7,7,3.5): gbps is the experts' striped rate;
+  // the spine streams from the model folder's own drive, the first listed.
+  double spine_gbps = 0;  // 0: gbps (one drive)
 };
 
 uint64_t free_bytes(const std::string& dir) {
@@ -107,8 +110,10 @@ DiskRate measure_disk(const PlanArgs& a, const Checkpoint& ck, uint64_t read_byt
   if (!a.disk_gbps.empty()) {
     const StripedRate r = striped_rate(a.disk_gbps, ck.config.num_experts);  // several drives: io/stripe.h
     if (r.drives == 1) return {r.gbps, "given (--disk-gbps)"};
-    return {r.gbps, "given (--disk-gbps " + a.disk_gbps + ": " + std::to_string(r.drives) + " drives, experts per layer " +
-                        r.placement + ")"};
+    DiskRate d{r.gbps, "given (--disk-gbps " + a.disk_gbps + ": " + std::to_string(r.drives) + " drives, experts per layer " +
+                        r.placement + "; the spine on the first)"};
+    d.spine_gbps = std::stod(a.disk_gbps.substr(0, a.disk_gbps.find(',')));  // checked by striped_rate
+    return d;
   }
   constexpr uint64_t kScratch = 1ull << 30;
   std::vector<std::string> files;
@@ -322,7 +327,11 @@ StepEstimate estimate_step(const PlanArgs& a, const Checkpoint& ck, const ModelP
   e.expert_read = e.missed + e.wasted;
   e.embed = double(c.hidden_size) * 2;
   e.io_bytes = e.mix.layers_read + e.mix.head_read + e.expert_read + e.embed;
-  e.io_floor = e.io_bytes / (e.disk.gbps * 1e9);
+  // The busiest drive's time: with a stripe the first drive (the model's)
+  // streams the spine and reads its share of the experts, which take as long
+  // on every drive (shares follow the rates).
+  const double spine_gbps = e.disk.spine_gbps > 0 ? e.disk.spine_gbps : e.disk.gbps;
+  e.io_floor = (e.io_bytes - e.expert_read) / (spine_gbps * 1e9) + e.expert_read / (e.disk.gbps * 1e9);
 
   e.r = kernels::measure_kernel_rates(a.cores > 0 ? 1 : 0, a.probe_seconds, a.probe_rounds);
   e.cores = a.cores > 0 ? a.cores : e.r.threads;
@@ -400,7 +409,11 @@ void print_estimate(const PlanArgs& a, const Checkpoint& ck, const std::string& 
     std::printf("disk         %.2f GB/s %s (rounds spread %.2fx)\n", e.disk.gbps, e.disk.how.c_str(), e.disk.spread);
   else
     std::printf("disk         %.2f GB/s %s\n", e.disk.gbps, e.disk.how.c_str());
-  std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", e.io_floor, gb(e.io_bytes), e.disk.gbps);
+  if (e.disk.spine_gbps > 0)
+    std::printf("I/O floor    %.3f s per token: %.3f GB of spine at %.2f GB/s (the first drive), %.3f GB of experts at %.2f GB/s\n",
+                e.io_floor, gb(e.io_bytes - e.expert_read), e.disk.spine_gbps, gb(e.expert_read), e.disk.gbps);
+  else
+    std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", e.io_floor, gb(e.io_bytes), e.disk.gbps);
   std::printf("kernels      %s %d core%s, %s kernels: bf16 matvec %.2f GB/s, int8 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, "
               "lossless decode %.2f GB/s (medians of %d interleaved rounds; rounds spread up to %.2fx)\n",
               a.cores > 0 ? "one core's rates measured here (its CPU time), times" : "measured here now (wall time) on",
