@@ -60,7 +60,15 @@ test('16 concurrent 7 MiB bodies at --ram-budget 64M: all answered, VmHWM within
     const mids = await Promise.all(Array.from({ length: 16 }, () =>
       raw(srv, 'POST', '/v1/chat/completions', { 'content-type': 'application/json' }, mid)));
     for (const a of mids) assert.ok([400, 503].includes(a.status), `status ${a.status}`);
-    assert.ok(mids.some((a) => a.status === 400 && /context_length_exceeded|prompt_too_long/.test(a.text)), JSON.stringify(mids.map((a) => a.status)));
+    // One of them is read and refused at the prompt cap; on a busy machine all sixteen can find the request
+    // memory still held (503 is the contract then), so the same body alone, after the burst, must be.
+    let read = mids.find((a) => a.status === 400);
+    for (let i = 0; !read && i < 20; i++) {
+      const again = await raw(srv, 'POST', '/v1/chat/completions', { 'content-type': 'application/json' }, mid);
+      if (again.status === 400) read = again;
+      else await new Promise((r) => setTimeout(r, 500));
+    }
+    assert.ok(read && /context_length_exceeded|prompt_too_long/.test(read.text), JSON.stringify(mids.map((a) => a.status)));
     for (const a of mids.filter((m) => m.status === 503)) assert.ok(Number(a.headers['retry-after']) >= 1);
     // A token-id array as large as the body allows is refused while parsing.
     const ids = JSON.stringify({ model: MODEL_ID, prompt: Array(400000).fill(1), max_tokens: 1 });
