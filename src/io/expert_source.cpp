@@ -325,17 +325,26 @@ class DirectExperts : public ExpertSource {
         }
         slot = -2 - take_bypass_buffer();
       }
-      const FileSpan& s = span_of(layer, e);
-      std::span<uint8_t> dest = slot >= 0 ? cache_.slot_buffer(slot) : bypass_[size_t(-2 - slot)].bytes();
-      const uint64_t t = reader_.submit(s.file, s.offset, s.length, dest);
-      if (log_) log_->push_back({layer - 1, s});  // issued by the fetch of layer - 1
-      if (slot >= 0) slot_ticket_[slot] = t;
-      waiting_[t] = {0, slot, false, layer, e};
-      guesses_.push_back({layer, e, slot, t, nullptr});
-      stats_.prefetched++;
+      read_guess(layer, e, slot);
     }
     hints_.resize(kept);
     issue_idle_hints();
+  }
+
+  // Where a read for `slot` lands: the cache slot, or bypass buffer -2 - slot.
+  std::span<uint8_t> destination(int slot) {
+    return slot >= 0 ? cache_.slot_buffer(slot) : bypass_[size_t(-2 - slot)].bytes();
+  }
+
+  // Starts a guess's read of (layer, e) into `slot` (as Waiting::slot).
+  void read_guess(int layer, int e, int slot) {
+    const FileSpan& s = span_of(layer, e);
+    const uint64_t t = reader_.submit(s.file, s.offset, s.length, destination(slot));
+    if (log_) log_->push_back({layer - 1, s});  // issued by the fetch of layer - 1
+    if (slot >= 0) slot_ticket_[slot] = t;
+    waiting_[t] = {0, slot, false, layer, e};
+    guesses_.push_back({layer, e, slot, t, nullptr});
+    stats_.prefetched++;
   }
 
   // Cached, or guessed already.
@@ -362,12 +371,7 @@ class DirectExperts : public ExpertSource {
         idle_hints_[kept++] = idle_hints_[h];
         continue;
       }
-      const uint64_t t = reader_.submit(s.file, s.offset, s.length, cache_.slot_buffer(slot));
-      if (log_) log_->push_back({layer - 1, s});
-      slot_ticket_[slot] = t;
-      waiting_[t] = {0, slot, false, layer, e};
-      guesses_.push_back({layer, e, slot, t, nullptr});
-      stats_.prefetched++;
+      read_guess(layer, e, slot);
       busy[size_t(dev)] = true;
     }
     idle_hints_.resize(kept);
@@ -747,8 +751,7 @@ class DirectExperts : public ExpertSource {
     if (failed_files_.insert(from.file).second && on_warning_)  // reads already in flight fail too: say it once
       on_warning_(std::string(e.what()) + "; reading the experts of " + ck_.shard_paths[size_t(from.file)] +
                   " from the shards from now on");
-    std::span<uint8_t> dest = w.slot >= 0 ? cache_.slot_buffer(w.slot) : bypass_[size_t(-2 - w.slot)].bytes();
-    const uint64_t t = reader_.submit(to.file, to.offset, to.length, dest, /*urgent=*/true);
+    const uint64_t t = reader_.submit(to.file, to.offset, to.length, destination(w.slot), /*urgent=*/true);
     if (w.slot >= 0) slot_ticket_[w.slot] = t;
     waiting_.erase(e.ticket);
     waiting_[t] = w;
