@@ -11,7 +11,10 @@
 # Prints one line per run and exits 1 on any difference.
 #
 # Environment: WORK (default /tmp/cmp_logits: the made checkpoints, kept for
-# reruns, and the logits files), FIXTURE (default tests/fixtures/k3-tiny).
+# reruns, and the logits files), FIXTURE (default tests/fixtures/k3-tiny),
+# DEVICE (default cpu: passed as --device to both builds' logits; cuda on a
+# GPU machine with CUDA builds), SKIP (model names not to run, e.g. k31-tiny
+# where the two builds run an op on different devices on purpose).
 set -u
 old=${1:?usage: cmp_logits.sh OLD_SLUICE NEW_SLUICE}
 new=${2:?usage: cmp_logits.sh OLD_SLUICE NEW_SLUICE}
@@ -20,6 +23,7 @@ work=${WORK:-/tmp/cmp_logits}
 fixture=${FIXTURE:-$root/tests/fixtures/k3-tiny}
 mkdir -p "$work/out"
 bad=0
+device=${DEVICE:-cpu}
 
 tokens_of() {  # a case file's token ids, comma-separated
   python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["tokens"])))' "$1"
@@ -54,15 +58,16 @@ streamed_budget() {
 
 compare() {  # compare NAME DIR TOKENS
   local name=$1 dir=$2 toks=$3 budget mode spine flags
+  [[ " ${SKIP:-} " == *" ${name%%.*} "* ]] && { echo "skip $name"; return; }
   budget=$(streamed_budget "$dir" "$toks") || { echo "FAIL $name: no budget above the working minimum streams the spine"; bad=1; return; }
   for spine in resident streamed; do
     flags=()
     [[ $spine == streamed ]] && flags=(--ram-budget "$budget")
     for mode in prefill step; do
       local tag=$name.$spine.$mode
-      "$old" logits --model "$dir" --tokens "$toks" --mode "$mode" "${flags[@]}" --out "$work/out/$tag.old.f32" \
+      "$old" logits --model "$dir" --tokens "$toks" --mode "$mode" --device "$device" "${flags[@]}" --out "$work/out/$tag.old.f32" \
         2>"$work/out/$tag.old.err" || { echo "FAIL $tag: old run failed"; bad=1; continue; }
-      "$new" logits --model "$dir" --tokens "$toks" --mode "$mode" "${flags[@]}" --out "$work/out/$tag.new.f32" \
+      "$new" logits --model "$dir" --tokens "$toks" --mode "$mode" --device "$device" "${flags[@]}" --out "$work/out/$tag.new.f32" \
         2>"$work/out/$tag.new.err" || { echo "FAIL $tag: new run failed"; bad=1; continue; }
       if [[ $spine == streamed ]] && ! grep -q 'the rest streamed' "$work/out/$tag.new.err"; then
         echo "FAIL $tag: the new run did not stream at --ram-budget $budget"

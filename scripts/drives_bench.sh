@@ -9,7 +9,8 @@
 # Env: WORK (default /var/tmp/sluice-drives), DRIVE_GB (image size, default:
 # the model's experts plus 2 GB), OUT (bench JSONs kept there, one per run:
 # SET-RUN.json; default: not kept), SETS (default "1-drive 2-drive 4-drive
-# unequal"). Prints one line per run.
+# unequal"; also 2-copies, 4-copies, unequal-copies: the same drives with
+# `stripe --copies 2`). Prints one line per run.
 set -euo pipefail
 SLUICE=${1:?usage: drives_bench.sh SLUICE MODEL_DIR [RATE_MB_S] [RUNS] [BENCH ARGS...]}
 MODEL=${2:?model dir}
@@ -60,8 +61,8 @@ R=$((RATE * 1000000))
 limit "${DEVS[0]}" "$R"
 "$SLUICE" probe --make-file "$WORK/mnt/d0/probe" --make-gb 1 --qd 16 --seconds 3 | tee "$WORK/probe.txt"
 
-run_set() {  # run_set NAME RATE_MB_S...
-  local name=$1; shift
+run_set() {  # run_set NAME COPIES RATE_MB_S...
+  local name=$1 copies=$2; shift 2
   local drives="" i=0
   for d in "${DEVS[@]}"; do limit "$d" 0; done
   for r in "$@"; do
@@ -69,7 +70,7 @@ run_set() {  # run_set NAME RATE_MB_S...
     drives+="${drives:+,}$WORK/mnt/d$i:$r"
     i=$((i + 1))
   done
-  "$SLUICE" stripe --model "$MODEL" --drives "$drives" > /dev/null
+  "$SLUICE" stripe --model "$MODEL" --drives "$drives" --copies "$copies" > /dev/null
   for run in $(seq "$RUNS"); do
     sync; echo 3 > /proc/sys/vm/drop_caches
     "$SLUICE" bench --model "$MODEL" --json "${BENCH_ARGS[@]}" 2> /dev/null > "$WORK/b.json"
@@ -90,10 +91,13 @@ PY
 
 for set in ${SETS:-1-drive 2-drive 4-drive unequal}; do
   case $set in
-    1-drive) run_set 1-drive "$RATE" ;;
-    2-drive) run_set 2-drive "$RATE" "$RATE" ;;
-    4-drive) run_set 4-drive "$RATE" "$RATE" "$RATE" "$RATE" ;;
-    unequal) run_set unequal "$RATE" $((RATE / 2)) ;;
+    1-drive) run_set 1-drive 1 "$RATE" ;;
+    2-drive) run_set 2-drive 1 "$RATE" "$RATE" ;;
+    4-drive) run_set 4-drive 1 "$RATE" "$RATE" "$RATE" "$RATE" ;;
+    unequal) run_set unequal 1 "$RATE" $((RATE / 2)) ;;
+    2-copies) run_set 2-copies 2 "$RATE" "$RATE" ;;
+    4-copies) run_set 4-copies 2 "$RATE" "$RATE" "$RATE" "$RATE" ;;
+    unequal-copies) run_set unequal-copies 2 "$RATE" $((RATE / 2)) ;;
     *) echo "drives_bench.sh: unknown set $set" >&2; exit 1 ;;
   esac
 done

@@ -221,8 +221,8 @@ TEST(CliPlan, HitRateFollowsWhatTheCacheHolds) {
   const std::string misses = run(k + " --ram 2T --hit-rate 0", &rc);
   // The I/O floor, not the projection: the kernel rates are measured in each
   // run, and a busy machine (ASan in CI) spreads them more than the misses add.
-  EXPECT_EQ(number_after(all, "I/O floor    "), 0.0) << all;
-  EXPECT_GT(number_after(misses, "I/O floor    "), 3.0) << misses;  // 25.8 GB at 7 GB/s
+  EXPECT_EQ(number_after(all, "I/O floor   "), 0.0) << all;
+  EXPECT_GT(number_after(misses, "I/O floor   "), 3.0) << misses;  // 25.8 GB at 7 GB/s
   const std::string part = run(k + " --ram 512G", &rc);
   ASSERT_TRUE(std::regex_search(part, m, std::regex(R"(hit rate     ([0-9.]+): the cache holds ([0-9.]+) % of all experts)")))
       << part;

@@ -1,5 +1,5 @@
 // sluice stripe — lays a model's routed experts over several drives (io/stripe.h).
-//   sluice stripe --model DIR --drives PATH[:WEIGHT],PATH[:WEIGHT],...
+//   sluice stripe --model DIR --drives PATH[:WEIGHT],PATH[:WEIGHT],... [--copies N]
 // A drive's weight defaults to its O_DIRECT rate saved by `sluice probe --save`
 // (or measured now on a scratch file there, and saved). Progress on stderr;
 // "up to date" when the stripe is already there; a killed run resumes.
@@ -21,6 +21,7 @@ namespace {
 
 struct StripeArgs {
   std::string model, drives;
+  int copies = 1;
   bool allow_unknown = false;
 };
 
@@ -60,7 +61,7 @@ int run_stripe(const StripeArgs& a) {
   const bool tty = ::isatty(2);
   const auto t0 = std::chrono::steady_clock::now();
   int shown = -1;
-  const StripeResult r = write_stripe(ck, drives, [&](uint64_t done, uint64_t total) {
+  const StripeResult r = write_stripe(ck, drives, a.copies, [&](uint64_t done, uint64_t total) {
     const int pct = total ? int(100 * done / total) : 100;
     if (pct < 100 && shown >= 0 && pct - shown < (tty ? 1 : 10)) return;
     shown = pct;
@@ -89,6 +90,11 @@ Command reg("stripe", "Lay the routed experts over several drives, read at the s
                              "Folders on the drives, PATH[:WEIGHT],... (weight: share of the experts; default: the "
                              "drive's O_DIRECT rate from `sluice probe --save`, or measured now)")
                   ->required();
+              sub.add_option("--copies", a->copies,
+                             "Drives holding each expert (default 1): with 2 or more every read goes to the least "
+                             "busy copy, so a token's randomly routed experts load the drives evenly (that many "
+                             "times the disk space)")
+                  ->check(CLI::Range(1, 64));
               add_allow_unknown_option(sub, a->allow_unknown);
               *action = [a] { return run_stripe(*a); };
             });

@@ -575,6 +575,7 @@ void add_gpu_json(nlohmann::json& j, const Model& m, const std::vector<StepRecor
               {"kda_state_hits", d.kda_state_hits},
               {"kda_state_uploaded_bytes", d.kda_state_uploaded_bytes},
               {"mla_calls", d.mla_calls},
+              {"dsa_calls", d.dsa_calls},
               {"mla_cache_hits", d.mla_cache_hits},
               {"mla_cache_uploaded_bytes", d.mla_cache_uploaded_bytes},
               {"state_vram_bytes", d.state_bytes},

@@ -82,6 +82,7 @@ class DirectExperts : public ExpertSource {
   DirectExperts(const Checkpoint& ck, const DirectSourceOptions& opt, std::unique_ptr<ExpertSource> filler)
       : ck_(ck),
         shard_spans_(opt.shard_spans),
+        copy_spans_(opt.copy_spans),
         on_warning_(opt.on_warning),
         filler_(std::move(filler)),
         span_(ck.config.expert_span_bytes()),
@@ -342,7 +343,7 @@ class DirectExperts : public ExpertSource {
     const uint64_t t = reader_.submit(s.file, s.offset, s.length, destination(slot));
     if (log_) log_->push_back({layer - 1, s});  // issued by the fetch of layer - 1
     if (slot >= 0) slot_ticket_[slot] = t;
-    waiting_[t] = {0, slot, false, layer, e};
+    waiting_[t] = {0, slot, false, layer, e, s.file};
     guesses_.push_back({layer, e, slot, t, nullptr});
     stats_.prefetched++;
   }
@@ -524,7 +525,7 @@ class DirectExperts : public ExpertSource {
         return c;
       } catch (const SpanError& e) {
         auto it = waiting_.find(e.ticket);
-        if (it != waiting_.end() && it->second.own && read_again_from_shards(e, it->second)) continue;
+        if (it != waiting_.end() && it->second.own && read_again_elsewhere(e, it->second)) continue;
         if (it == waiting_.end() || it->second.own) throw;
         const int slot = it->second.slot;
         waiting_.erase(it);
@@ -577,6 +578,7 @@ class DirectExperts : public ExpertSource {
     int slot;  // cache slot, or -2 - b for a read into bypass buffer b
     bool own;  // a fetch is waiting for it (else a prefetch nobody asked for yet)
     int layer = -1, expert = -1;
+    int file = -1;  // the file its read came from
   };
 
   // Guesses made for this layer: the needed ones are used by the fetch (from
@@ -617,6 +619,13 @@ class DirectExperts : public ExpertSource {
     return mine;
   }
 
+  // A guess's read in flight becomes the fetch's own, for its need i.
+  void own_now(uint64_t ticket, size_t i, int slot, int layer, int e) {
+    auto it = waiting_.find(ticket);
+    const int file = it != waiting_.end() ? it->second.file : -1;
+    waiting_[ticket] = {i, slot, /*own=*/true, layer, e, file};
+  }
+
   // A fetch's needs: either ready (cache or a landed guess) into *ready, in
   // flight (a prefetch: waited for as the fetch's own read), or to be read
   // (their indexes into experts, in *to_read).
@@ -627,7 +636,7 @@ class DirectExperts : public ExpertSource {
       auto g = std::find_if(mine.begin(), mine.end(), [&](const Guess& x) { return x.expert == e; });
       if (g != mine.end()) {
         if (g->ticket)
-          waiting_[g->ticket] = {i, g->slot, /*own=*/true, layer, e};
+          own_now(g->ticket, i, g->slot, layer, e);
         else
           ready->push_back({i, g->slot, g->data});
         mine.erase(g);
@@ -642,7 +651,7 @@ class DirectExperts : public ExpertSource {
           stats_.bytes_hit += span_;
         } else {
           // A prefetch is reading it; its pin holds the slot until the read lands.
-          waiting_[slot_ticket_.at(slot)] = {i, slot, /*own=*/true, layer, e};
+          own_now(slot_ticket_.at(slot), i, slot, layer, e);
         }
         continue;
       }
@@ -672,7 +681,7 @@ class DirectExperts : public ExpertSource {
         slot = -2 - b;  // a bypass buffer, not a cache slot
       }
       if (log_) log_->push_back({layer, s});
-      waiting_[t] = {i, slot, true, layer, experts[i]};
+      waiting_[t] = {i, slot, true, layer, experts[i], s.file};
       outstanding++;
     }
   }
@@ -730,28 +739,47 @@ class DirectExperts : public ExpertSource {
     }
   }
 
-  // Where an expert is read from: its span (a stripe's drive file, or a
-  // shard), or its span in the shards once its drive file failed a read.
-  const FileSpan& span_of(int layer, int expert) const {
-    const FileSpan& s = ck_.experts[size_t(layer)][size_t(expert)];
-    if (failed_files_.empty() || !failed_files_.count(s.file)) return s;
-    return shard_spans_[size_t(layer)][size_t(expert)];
+  // Where an expert is read from now: its span (a stripe's drive file, or a
+  // shard); with copies, of those whose file has not failed a read, the one
+  // on the drive with the fewest bytes queued (the first on a tie); its span
+  // in the shards once every drive copy failed.
+  FileSpan span_of(int layer, int expert) const {
+    const FileSpan& first = ck_.experts[size_t(layer)][size_t(expert)];
+    const bool copies = !copy_spans_.empty() && !copy_spans_[size_t(layer)][size_t(expert)].empty();
+    if (!copies) {
+      if (failed_files_.empty() || !failed_files_.count(first.file)) return first;
+      return shard_spans_[size_t(layer)][size_t(expert)];
+    }
+    const FileSpan* best = nullptr;
+    uint64_t least = 0;
+    auto consider = [&](const FileSpan& s) {
+      if (failed_files_.count(s.file)) return;
+      const uint64_t q = reader_.queued_bytes(reader_.file_device(s.file));
+      if (!best || q < least) best = &s, least = q;
+    };
+    consider(first);
+    for (const FileSpan& s : copy_spans_[size_t(layer)][size_t(expert)]) consider(s);
+    return best ? *best : shard_spans_[size_t(layer)][size_t(expert)];
   }
 
   // A read of our own failed (SpanError e, for w): when it came from a drive
   // file of a stripe whose expert is still in the shards, says so once per
-  // file, reads every expert of that file from the shards from now on, and
-  // reads this one again from there (same slot or buffer, same waiter). The
-  // failure itself stays on record (base/read_fault.h: /health reports it).
-  bool read_again_from_shards(const SpanError& e, Waiting w) {
+  // file, reads every expert of that file from its other copies (or the
+  // shards) from now on, and reads this one again from there (same slot or
+  // buffer, same waiter). The failure itself stays on record
+  // (base/read_fault.h: /health reports it).
+  bool read_again_elsewhere(const SpanError& e, Waiting w) {
     if (w.layer < 0 || shard_spans_.empty()) return false;
-    const FileSpan& from = ck_.experts[size_t(w.layer)][size_t(w.expert)];
-    const FileSpan& to = shard_spans_[size_t(w.layer)][size_t(w.expert)];
-    if (to.length == 0 || from.file == to.file) return false;
-    if (failed_files_.insert(from.file).second && on_warning_)  // reads already in flight fail too: say it once
-      on_warning_(std::string(e.what()) + "; reading the experts of " + ck_.shard_paths[size_t(from.file)] +
-                  " from the shards from now on");
+    const int from = w.file >= 0 ? w.file : ck_.experts[size_t(w.layer)][size_t(w.expert)].file;
+    const FileSpan& shard = shard_spans_[size_t(w.layer)][size_t(w.expert)];
+    if (shard.length == 0 || from == shard.file) return false;
+    const bool first = failed_files_.insert(from).second;  // reads already in flight fail too: say it once
+    const FileSpan to = span_of(w.layer, w.expert);  // not `from` now
+    if (first && on_warning_)
+      on_warning_(std::string(e.what()) + "; reading the experts of " + ck_.shard_paths[size_t(from)] + " from " +
+                  (copy_spans_.empty() ? "the shards" : "their other copies (or the shards)") + " from now on");
     const uint64_t t = reader_.submit(to.file, to.offset, to.length, destination(w.slot), /*urgent=*/true);
+    w.file = to.file;
     if (w.slot >= 0) slot_ticket_[w.slot] = t;
     waiting_.erase(e.ticket);
     waiting_[t] = w;
@@ -826,6 +854,7 @@ class DirectExperts : public ExpertSource {
 
   const Checkpoint& ck_;
   std::vector<std::vector<FileSpan>> shard_spans_;  // DirectSourceOptions::shard_spans
+  std::vector<std::vector<std::vector<FileSpan>>> copy_spans_;  // DirectSourceOptions::copy_spans
   std::set<int> failed_files_;                      // drive files that failed a read
   std::function<void(const std::string&)> on_warning_;
   std::unique_ptr<ExpertSource> filler_;  // a stream install's HTTP source, or null

@@ -157,6 +157,10 @@ struct DirectSourceOptions {
   // striped): a drive file that fails a read is read from there instead,
   // with a warning naming it (io/stripe.h, "a failing drive falls back").
   std::vector<std::vector<FileSpan>> shard_spans;
+  // A stripe's other copies of each expert ([layer][expert]; empty: one copy,
+  // io/stripe.h StripeUse::copy_spans): a read goes to the copy whose drive
+  // has the fewest bytes queued.
+  std::vector<std::vector<std::vector<FileSpan>>> copy_spans;
   std::function<void(const std::string&)> on_warning;
   HostMemoryHooks host_memory;   // both or neither set
 };

@@ -111,6 +111,7 @@ struct SpanReader::Impl {
   int ops_in_flight = 0;
   std::vector<int> device_depth;    // per device: its queue depth
   std::vector<int> device_running;  // per device: its reads in flight
+  std::vector<uint64_t> device_running_bytes;  // per device: their bytes
 
   std::unordered_map<uint64_t, Request> requests;
   std::deque<uint64_t> pending;  // tickets with chunks not yet issued, FIFO
@@ -146,6 +147,7 @@ struct SpanReader::Impl {
       device_depth.push_back(d);
     }
     device_running.assign(device_depth.size(), 0);
+    device_running_bytes.assign(device_depth.size(), 0);
     int total = 0;
     for (int d : device_depth) total += d;
     ops.resize(size_t(total));
@@ -364,6 +366,7 @@ struct SpanReader::Impl {
       r.next_issue += o.len;
       r.ops_running++;
       device_running[size_t(dev)]++;
+      device_running_bytes[size_t(dev)] += o.len;
       if (r.next_issue >= r.alen) at = pending.erase(at);
       account_depth();
       if (ops_in_flight++ == 0) busy_since = steady_ns();
@@ -442,6 +445,7 @@ struct SpanReader::Impl {
     stats.ops++;
     free_ops.push_back(i);
     device_running[size_t(o.device)]--;
+    device_running_bytes[size_t(o.device)] -= o.len;
     account_depth();
     if (--ops_in_flight == 0) {
       stats.busy_ns += steady_ns() - busy_since;
@@ -600,6 +604,17 @@ Completed SpanReader::wait_any() { return impl_->wait_any(); }
 bool SpanReader::poll(Completed* out) { return impl_->poll(out); }
 Completed SpanReader::wait(uint64_t ticket) { return impl_->wait(ticket); }
 int SpanReader::in_flight(int device) const { return impl_->device_running.at(size_t(device)); }
+
+uint64_t SpanReader::queued_bytes(int device) const {
+  const Impl& m = *impl_;
+  uint64_t n = m.device_running_bytes.at(size_t(device));  // issued chunks, whole
+  for (const uint64_t t : m.pending) {  // chunks not yet issued
+    auto it = m.requests.find(t);
+    if (it != m.requests.end() && m.files[size_t(it->second.file)].device == device)
+      n += it->second.alen - std::min(it->second.alen, it->second.next_issue);
+  }
+  return n;
+}
 uint64_t SpanReader::file_bytes_read(int file) const { return impl_->files.at(size_t(file)).bytes_read; }
 size_t SpanReader::outstanding() const { return impl_->requests.size() + impl_->results.size(); }
 

@@ -159,6 +159,9 @@ class SpanReader {
   size_t outstanding() const;
   // Read operations in flight on `device` now (at most its depth).
   int in_flight(int device) const;
+  // Bytes on `device` not yet read: its spans' chunks in flight or waiting to
+  // be issued (a stripe's copies: the least busy drive gets the next read).
+  uint64_t queued_bytes(int device) const;
   // Bytes read from `file` so far (alignment padding included; reset_stats
   // leaves it): a stripe's per-drive figures (engine/bench_drives.h).
   uint64_t file_bytes_read(int file) const;

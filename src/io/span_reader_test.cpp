@@ -443,15 +443,19 @@ TEST(SpanReader, ADeviceWithItsQueueFullHoldsBackOnlyItsOwnSpans) {
     const uint64_t a = reader.submit(0, 300000, 5000);
     EXPECT_EQ(reader.in_flight(1), 1);  // its depth
     EXPECT_EQ(reader.in_flight(0), 1);
+    EXPECT_EQ(reader.queued_bytes(1), 2u * 4096);  // the stalled read and the one behind it
     Completed got = reader.wait(a);
     ASSERT_EQ(std::memcmp(got.data, data.data() + 300000, 5000), 0);
+    EXPECT_EQ(reader.queued_bytes(0), 0u);
     EXPECT_TRUE(reader.cancel(queued));  // still waiting for the stalled drive's slot
+    EXPECT_EQ(reader.queued_bytes(1), 4096u);
     const std::vector<uint8_t> bytes = testing::pattern_bytes(4096, 10);
     ASSERT_EQ(write(writer, bytes.data(), bytes.size()), 4096);
     got = reader.wait(stalled);
     ASSERT_EQ(got.length, 4096u);
     EXPECT_EQ(std::memcmp(got.data, bytes.data(), 4096), 0);
     EXPECT_EQ(reader.in_flight(1), 0);
+    EXPECT_EQ(reader.queued_bytes(1), 0u);
   }
   close(writer);
   expect_error_naming([&] {

@@ -96,7 +96,7 @@ void write_file(const Checkpoint& ck, const Stripe& s, StripeFile& f, const std:
 
 json manifest_json(const Stripe& s, const json& shards) {
   json j = {{"format", "sluice-stripe"}, {"version", 1}, {"shards", shards}, {"span_bytes", s.span_bytes},
-            {"stride", s.stride}, {"drives", json::array()}, {"files", json::array()}};
+            {"stride", s.stride}, {"copies", s.copies}, {"drives", json::array()}, {"files", json::array()}};
   for (const StripeDrive& d : s.drives) j["drives"].push_back({{"path", d.path}, {"weight", d.weight}});
   for (const StripeFile& f : s.files)
     j["files"].push_back({{"drive", f.drive}, {"layer", f.layer}, {"experts", f.experts}, {"path", f.path},
@@ -202,10 +202,14 @@ StripedRate striped_rate(const std::string& list, int experts) {
   return r;
 }
 
-Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives) {
+Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies) {
+  if (copies < 1 || copies > int(drives.size()))
+    fail("--copies", "must be between 1 and the number of drives (" + std::to_string(drives.size()) + "), got " +
+                         std::to_string(copies));
   Stripe s;
   s.dir = ck.dir;
   s.drives = drives;
+  s.copies = copies;
   s.span_bytes = ck.config.expert_span_bytes();
   s.stride = align_up(s.span_bytes, kIoAlign);
   for (const StripeDrive& d : drives)
@@ -217,8 +221,10 @@ Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives)
     std::vector<double> weights;
     for (const StripeDrive& d : drives) weights.push_back(d.weight);
     const std::vector<int> where = place_experts(int(ck.experts[l].size()), weights);
-    std::vector<std::vector<int>> on(drives.size());
-    for (int e = 0; e < int(where.size()); e++) on[size_t(where[size_t(e)])].push_back(e);
+    std::vector<std::vector<int>> on(drives.size());  // each drive's experts, ascending
+    for (int e = 0; e < int(where.size()); e++)
+      for (int c = 0; c < copies; c++) on[(size_t(where[size_t(e)]) + size_t(c)) % drives.size()].push_back(e);
+    for (auto& list : on) std::sort(list.begin(), list.end());
     for (size_t d = 0; d < drives.size(); d++) {
       if (on[d].empty()) continue;
       StripeFile f;
@@ -236,17 +242,19 @@ Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives)
   return s;
 }
 
-StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives,
+StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies,
                           const std::function<void(uint64_t, uint64_t)>& progress) {
-  Stripe s = plan_stripe(ck, drives);
+  Stripe s = plan_stripe(ck, drives, copies);
   StripeResult r;
   r.drive_bytes.assign(drives.size(), 0);
   std::vector<std::string> old_folders;
   std::set<std::string> old_paths;
+  int old_copies = 1;
   if (fs::exists(stripe_manifest_path(ck.dir))) {
     try {
       const json old = read_manifest(ck.dir);
       for (const json& f : old.at("files")) old_paths.insert(f.at("path").get<std::string>());
+      old_copies = old.value("copies", 1);
       for (const json& d : old.at("drives"))
         old_folders.push_back(stripe_folder(d.at("path").get<std::string>(), ck.dir));
     } catch (const std::exception&) {  // a damaged manifest is written again below
@@ -273,7 +281,7 @@ StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& 
     r.written++;
     r.bytes_written += f.bytes;
   }
-  bool same = old_paths.size() == s.files.size();
+  bool same = old_paths.size() == s.files.size() && old_copies == copies;
   for (const StripeFile& f : s.files) same = same && old_paths.count(f.path);
   r.up_to_date = same && r.written == 0;
   if (!r.up_to_date) write_file_atomic(stripe_manifest_path(ck.dir), manifest_json(s, shard_stamps_json(ck)).dump(1) + "\n");
@@ -289,6 +297,7 @@ Stripe read_stripe(const std::string& dir) {
   try {
     s.span_bytes = j.at("span_bytes").get<uint64_t>();
     s.stride = j.at("stride").get<uint64_t>();
+    s.copies = j.value("copies", 1);  // absent: one (stripes written before copies)
     for (const json& d : j.at("drives")) s.drives.push_back({d.at("path").get<std::string>(), d.at("weight").get<double>()});
     for (const json& jf : j.at("files")) {
       StripeFile f;
@@ -346,14 +355,25 @@ StripeUse apply_stripe(Checkpoint& ck) {
         u.shard_spans.resize(ck.experts.size());
         for (size_t l = 0; l < ck.experts.size(); l++) u.shard_spans[l].resize(ck.experts[l].size());
       }
-      u.shard_spans[size_t(f.layer)][size_t(e)] = ck.experts[size_t(f.layer)][size_t(e)];
-      ck.experts[size_t(f.layer)][size_t(e)] = {id, s.stride * i, s.span_bytes};
+      const FileSpan here{id, s.stride * i, s.span_bytes};
+      FileSpan& shard = u.shard_spans[size_t(f.layer)][size_t(e)];
+      if (shard.length == 0) {  // its first drive copy: the one ck points at
+        shard = ck.experts[size_t(f.layer)][size_t(e)];
+        ck.experts[size_t(f.layer)][size_t(e)] = here;
+        continue;
+      }
+      if (u.copy_spans.empty()) {
+        u.copy_spans.resize(ck.experts.size());
+        for (size_t l = 0; l < ck.experts.size(); l++) u.copy_spans[l].resize(ck.experts[l].size());
+      }
+      u.copy_spans[size_t(f.layer)][size_t(e)].push_back(here);
     }
     u.files_used++;
   }
   for (const auto& [d, n] : missing)
     u.warnings.push_back("drive " + s.drives[size_t(d)].path + ": " + std::to_string(n) +
-                         " stripe file(s) missing or cut short; reading their experts from the shards");
+                         " stripe file(s) missing or cut short; reading their experts from " +
+                         (s.copies > 1 ? "their other copies (or the shards)" : "the shards"));
   return u;
 }
 
@@ -391,7 +411,7 @@ std::vector<std::string> verify_stripe(const Checkpoint& ck, bool repair) {
     }
   }
   if (repair && !problems.empty()) {
-    write_stripe(ck, s.drives);
+    write_stripe(ck, s.drives, s.copies);
     return verify_stripe(ck, false);
   }
   return problems;

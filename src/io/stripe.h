@@ -12,9 +12,14 @@
 // current: a run killed or stopped by a full disk keeps the files it finished
 // and the next run writes only the rest.
 //
+// With --copies N (N <= drives) each expert is on N different drives, and
+// every read goes to the copy whose drive has the fewest reads queued: a
+// token's experts, routed at random, then load the drives evenly instead of
+// the busiest drive's share setting the pace (N times the disk space).
+//
 // DIR/stripe.json (written last, atomically) names them:
 //   {"format": "sluice-stripe", "version": 1, "shards": [shard stamps,
-//    checkpoint/shard_stamp.h], "span_bytes": N, "stride": N,
+//    checkpoint/shard_stamp.h], "span_bytes": N, "stride": N, "copies": N,
 //    "drives": [{"path", "weight"}],
 //    "files": [{"drive", "layer", "experts": [e, ...], "path", "bytes", "fnv1a64"}]}
 // Opening a model applies it (apply_stripe): the experts it places are read
@@ -48,6 +53,7 @@ struct Stripe {
   std::string dir;  // the model
   std::vector<StripeDrive> drives;
   uint64_t span_bytes = 0, stride = 0;
+  int copies = 1;  // drives holding each expert
   std::vector<StripeFile> files;
 };
 
@@ -71,8 +77,10 @@ struct StripedRate {
 // Throws naming --disk-gbps for a rate that is not a positive number.
 StripedRate striped_rate(const std::string& list, int experts);
 
-// Where each expert of ck goes (weighted, deterministic), and the files' names.
-Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives);
+// Where each expert of ck goes (weighted, deterministic; copy c of an expert
+// on the c-th drive after its first), and the files' names. Throws naming
+// --copies unless 1 <= copies <= drives.
+Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies = 1);
 
 struct StripeResult {
   bool up_to_date = false;  // the manifest and every file were already there
@@ -83,7 +91,7 @@ struct StripeResult {
 // Writes the files plan_stripe names that are not there yet, then the
 // manifest; removes the drive files of an earlier stripe of DIR that the new
 // one does not name. progress(done, total) counts span bytes.
-StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives,
+StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies = 1,
                           const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 // Reads DIR/stripe.json; throws naming it when malformed.
@@ -100,6 +108,9 @@ struct StripeUse {
   // The striped experts' spans in the shards, [layer][expert] (length 0: not
   // striped): where a failing drive's experts are read from instead.
   std::vector<std::vector<FileSpan>> shard_spans;
+  // With copies: each expert's other drive-file spans, [layer][expert]
+  // (empty: one copy); ck.experts holds the first.
+  std::vector<std::vector<std::vector<FileSpan>>> copy_spans;
   std::vector<std::string> warnings;
 };
 // Points ck's expert spans at the drive files of DIR/stripe.json (when there

@@ -90,6 +90,53 @@ TEST(Stripe, MissingDriveFallsBackNamingItAndDamageIsFound) {
   EXPECT_TRUE(verify_stripe(ck).empty());
 }
 
+// --copies 2 over three drives: every expert on two of them (twice the
+// bytes), each copy's span the shards' bits; logits identical whichever copy a
+// read takes; one drive gone: its experts come from their other copy, with a
+// warning saying so and no read from the shards; more copies than drives refused.
+TEST(Stripe, CopiesPutEachExpertOnTwoDrivesAndAnyCopyServes) {
+  TempModel t("stripe-test-copies");
+  Drives d("stripe-test-copies-drives");
+  const Checkpoint ck = open_checkpoint(t.dir.string());
+  std::vector<StripeDrive> three = d.two(1, 1);
+  three.push_back({(d.root / "c").string(), 1});
+  EXPECT_THROW(write_stripe(ck, d.two(1, 1), 3), Error);
+  const StripeResult one = write_stripe(ck, three, 1);
+  const StripeResult r = write_stripe(ck, three, 2);
+  EXPECT_FALSE(r.up_to_date);  // copies changed: written again
+  uint64_t once = 0, twice = 0;
+  for (uint64_t b : one.drive_bytes) once += b;
+  for (uint64_t b : r.drive_bytes) twice += b;
+  EXPECT_EQ(twice, 2 * once);
+  EXPECT_TRUE(write_stripe(ck, three, 2).up_to_date);
+  EXPECT_FALSE(write_stripe(ck, three, 1).up_to_date);
+  write_stripe(ck, three, 2);
+  EXPECT_TRUE(verify_stripe(ck).empty());
+  EXPECT_EQ(read_stripe(t.dir.string()).copies, 2);
+
+  Checkpoint striped = ck;
+  const StripeUse u = apply_stripe(striped);
+  ASSERT_EQ(u.copy_spans.size(), striped.experts.size());
+  for (size_t l = 0; l < striped.experts.size(); l++)
+    for (size_t e = 0; e < striped.experts[l].size(); e++) {
+      ASSERT_EQ(u.copy_spans[l][e].size(), 1u) << l << "/" << e;
+      EXPECT_NE(u.file_devices[size_t(u.copy_spans[l][e][0].file)],
+                u.file_devices[size_t(striped.experts[l][e].file)]);  // another drive
+    }
+  const std::vector<float> want = logits(t.dir.string(), 0, true);
+  for (uint64_t budget : {uint64_t(0), uint64_t(2) << 20})
+    EXPECT_EQ(logits(t.dir.string(), budget, false), logits(t.dir.string(), budget, true)) << budget;
+  // Drive a gone: every expert still has a drive copy (on b or c).
+  fs::remove_all(d.root / "a");
+  Checkpoint left = ck;
+  const StripeUse v = apply_stripe(left);
+  ASSERT_EQ(v.warnings.size(), 1u);
+  EXPECT_NE(v.warnings[0].find("their other copies"), std::string::npos) << v.warnings[0];
+  for (size_t l = 0; l < left.experts.size(); l++)
+    for (const FileSpan& s : left.experts[l]) EXPECT_GE(s.file, int(ck.shard_paths.size()));
+  EXPECT_EQ(logits(t.dir.string(), 0, false), want);
+}
+
 TEST(Stripe, FullDiskLeavesTheModelUsableAndTheNextRunResumes) {
   TempModel t("stripe-test-full");
   Drives d("stripe-test-full-drives");

@@ -215,6 +215,7 @@ std::unique_ptr<K3Model> open_k3_model(const std::string& dir, const ModelOption
     // streams from the shards' drive, never these).
     d.file_devices = stripe.file_devices;
     d.shard_spans = stripe.shard_spans;  // a failing drive's experts: read from the shards
+    d.copy_spans = stripe.copy_spans;    // --copies: each read from the least busy drive holding it
     d.on_warning = opt.on_warning;
     for (const std::string& drive : stripe.drives)
       d.device_depths.push_back(opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(drive));

@@ -71,6 +71,7 @@ DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] b
   r.call_seconds = s.call_seconds;
   r.kda_calls = s.kda_calls, r.kda_state_hits = s.kda_state_hits;
   r.kda_state_uploaded_bytes = s.kda_state_uploaded_bytes, r.mla_calls = s.mla_calls;
+  r.dsa_calls = s.dsa_calls;
   r.mla_cache_hits = s.mla_cache_hits, r.mla_cache_uploaded_bytes = s.mla_cache_uploaded_bytes;
   r.state_bytes = s.state_bytes;
   r.cpu_spill_calls = s.cpu_spill_calls, r.cpu_spill_bytes = s.cpu_spill_bytes;

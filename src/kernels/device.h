@@ -38,7 +38,7 @@ struct DeviceReport {
   uint64_t tier_hits = 0, tier_misses = 0, tier_evictions = 0, tier_bytes = 0, pinned_host_bytes = 0;
   // The KDA recurrence and MLA attention on the GPU (cumulative; state bytes: held now).
   uint64_t kda_calls = 0, kda_state_hits = 0, kda_state_uploaded_bytes = 0, mla_calls = 0, mla_cache_hits = 0,
-           mla_cache_uploaded_bytes = 0, state_bytes = 0;
+           mla_cache_uploaded_bytes = 0, state_bytes = 0, dsa_calls = 0;
   double call_seconds = 0;  // cumulative host time inside the GPU's product calls
   uint64_t vram_total = 0, vram_used = 0, vram_peak = 0;  // on the card: total, in use now, at most (total - free)
   uint64_t cpu_spill_calls = 0, cpu_spill_bytes = 0;     // products the CPU ran on weights the GPU does not hold

@@ -18,6 +18,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/upload.h"
+#include "kernels/dsa.h"
 #include "kernels/kda_parts.h"
 #include "kernels/ref.h"
 #include "kernels/threads.h"
@@ -702,8 +703,11 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
 // everything is the scalar entry's bits except U_h ĉ, as the op says. The
 // latent cache stays in VRAM between calls (StateCopies): a step uploads only
 // its new rows; its copy grows by doubling (rows copied on the device).
-void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
-                    const float* gate, float* att, StateStamp* stamp) {
+// sel null: dense; else K3.1 Pro's selection (mla_attend_sparse), uploaded
+// with the call, the score rows ldsel wide.
+void gpu_mla_attend_over(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T,
+                         const float* q, const float* gate, const int* sel, const int* nsel, int ldsel, float* att,
+                         StateStamp* stamp) {
   if (T <= 0) {  // nothing appended: the cache's bits and copy are as they were
     if (stamp) stamp->to = stamp->from;
     return;
@@ -711,17 +715,25 @@ void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, i
   State& s = st();
   std::unique_lock<std::mutex> lock(s.mu);
   const size_t kv_bytes = size_t(d.heads) * (d.nope + d.v_dim) * d.kv_lora * 2;
-  if (s.limits.cpu_spill && !mirrored(s, kv_b.w, kv_bytes, kv_b.owner))  // kv_b not on the GPU: all on the CPU
-    return on_cpu(s, lock, kv_bytes, [&] { s.cpu->mla_attend(d, kv_b, cache, base, T, q, gate, att, stamp); });
+  auto cpu = [&] {
+    on_cpu(s, lock, kv_bytes, [&] {
+      if (sel)
+        s.cpu->mla_attend_sparse(d, kv_b, cache, base, T, q, gate, sel, nsel, ldsel, att, stamp);
+      else
+        s.cpu->mla_attend(d, kv_b, cache, base, T, q, gate, att, stamp);
+    });
+  };
+  if (s.limits.cpu_spill && !mirrored(s, kv_b.w, kv_bytes, kv_b.owner)) return cpu();  // kv_b not on the GPU
   const int NH = d.heads, NOPE = d.nope, ROPE = d.rope, VD = d.v_dim, KVL = d.kv_lora;
   const int QH = NOPE + ROPE, KVW = KVL + ROPE, KVB = NOPE + VD;
-  const size_t ld = size_t(base + T), rows = size_t(T) * NH, prefix = size_t(base) * KVW, need = ld * KVW;
+  const size_t ld = sel ? size_t(ldsel) : size_t(base + T), rows = size_t(T) * NH, prefix = size_t(base) * KVW,
+               need = size_t(base + T) * KVW;
+  const size_t sel_ints = sel ? size_t(T) * (size_t(ldsel) + 1) : 0;  // sel, then nsel
   // The arena at its most (the cache and kv_b in it), before any copy is
   // taken: under --vram a call it cannot hold runs on the CPU entry.
-  for (size_t n : {need, rows * QH, rows * KVW, rows * ld, rows * KVL, rows * VD, kv_bytes / sizeof(float) + 1})
+  for (size_t n : {need, rows * QH, rows * KVW, rows * ld, rows * KVL, rows * VD, kv_bytes / sizeof(float) + 1, sel_ints})
     s.arena.plan(n * sizeof(float));
-  if (!arena_begin(s))
-    return on_cpu(s, lock, kv_bytes, [&] { s.cpu->mla_attend(d, kv_b, cache, base, T, q, gate, att, stamp); });
+  if (!arena_begin(s)) return cpu();
   const CallTimer timer{s};
   const size_t cap = std::max<size_t>(2 * ld, 64) * KVW;  // a new copy's room: twice the rows
   // The cache's VRAM copy: rows 0..base-1 found by the stamp, the new rows
@@ -743,7 +755,7 @@ void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, i
   }
   WeightPiece w{kv_b.w, size_t(NH) * KVB * KVL * 2, kv_b.owner};
   plan_weight(s, w);
-  for (size_t n : {c.dev ? 0 : need, rows * QH, rows * KVW, rows * ld, rows * KVL, rows * VD})
+  for (size_t n : {c.dev ? 0 : need, rows * QH, rows * KVW, rows * ld, rows * KVL, rows * VD, sel_ints})
     s.arena.plan(n * sizeof(float));
   arena_begin(s);  // within the cap reserved above
   const uint16_t* dw = static_cast<const uint16_t*>(place_weight(s, w));
@@ -756,16 +768,25 @@ void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, i
   const float* dq = put_floats(s, q, rows * QH);
   auto take = [&](size_t n) { return static_cast<float*>(s.arena.take(n * sizeof(float))); };
   float *dqT = take(rows * KVW), *dscore = take(rows * ld), *dchat = take(rows * KVL), *datt = take(rows * VD);
+  MlaPick pick;
+  if (sel) {
+    int* dsel = static_cast<int*>(s.arena.take(sel_ints * sizeof(int)));
+    check(cudaMemcpyAsync(dsel, sel, size_t(T) * ldsel * sizeof(int), cudaMemcpyHostToDevice, s.stream), "h2d (sel)");
+    check(cudaMemcpyAsync(dsel + size_t(T) * ldsel, nsel, size_t(T) * sizeof(int), cudaMemcpyHostToDevice, s.stream),
+          "h2d (nsel)");
+    pick = {dsel, dsel + size_t(T) * ldsel, ldsel};
+  }
   mla_qhat(dw, NH, NOPE, VD, KVL, ROPE, T, dq, dqT, s.stream);
-  mla_scores(NH, KVL, ROPE, base, T, dqT, dcache, 1.0f / std::sqrt(float(QH)), dscore, s.stream);
+  mla_scores(NH, KVL, ROPE, base, T, dqT, dcache, 1.0f / std::sqrt(float(QH)), dscore, s.stream, pick);
   std::vector<float>& p = s.states.host;  // host scratch, reused (the entry's calls are serialized)
   p.resize(rows * ld);
   get_floats(s, p.data(), dscore, rows * ld);
   check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize");
   for (int t = 0; t < T; t++)
-    for (int h = 0; h < NH; h++) ref::softmax(p.data() + (size_t(t) * NH + h) * ld, int(base + t + 1));
+    for (int h = 0; h < NH; h++)
+      ref::softmax(p.data() + (size_t(t) * NH + h) * ld, sel ? nsel[t] : int(base + t + 1));
   check(cudaMemcpyAsync(dscore, p.data(), rows * ld * sizeof(float), cudaMemcpyHostToDevice, s.stream), "h2d (p)");
-  mla_mix(NH, KVL, ROPE, base, T, dscore, dcache, dchat, s.stream);
+  mla_mix(NH, KVL, ROPE, base, T, dscore, dcache, dchat, s.stream, pick);
   for (size_t r = 0; r < rows; r++) {
     const int h = int(r % size_t(NH));
     matvec_bf16(dw + (size_t(h) * KVB + NOPE) * KVL, VD, KVL, dchat + r * KVL, datt + r * VD, s.stream);
@@ -778,6 +799,69 @@ void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, i
   const uint64_t to = c.dev ? put_copy(s, 0, c) : 0;
   if (stamp) stamp->to = to;
   for (size_t i = 0; i < rows * VD; i++) att[i] *= ref::sigmoid(gate[i]);
+}
+
+void gpu_mla_attend(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T, const float* q,
+                    const float* gate, float* att, StateStamp* stamp) {
+  gpu_mla_attend_over(d, kv_b, cache, base, T, q, gate, nullptr, nullptr, 0, att, stamp);
+}
+void gpu_mla_attend_sparse(const MlaDims& d, const Bf16Ref& kv_b, const float* cache, int64_t base, int T,
+                           const float* q, const float* gate, const int* sel, const int* nsel, int ldsel, float* att,
+                           StateStamp* stamp) {
+  gpu_mla_attend_over(d, kv_b, cache, base, T, q, gate, sel, nsel, ldsel, att, stamp);
+}
+
+// ---- K3.1 Pro's indexer ------------------------------------------------------
+
+// dsa_select (backend.h): the score rows on the GPU (cuda.h: dsa_scores,
+// bitwise dsa::scores_scalar), the top-k on the host (dsa::select_topk, the
+// scalar entry's own code), so the selection is the scalar entry's. The keys
+// go up with each call (512 B a position at K3.1's 128 dims); queries whose
+// every position is selected (context <= top-k) need no scores. Query rows go
+// in groups whose score rows fit kScoreBytes.
+void gpu_dsa_select(const DsaDims& d, const float* qi, const float* w, const float* keys, int64_t base, int T, int* sel,
+                    int* nsel) {
+  if (T <= 0) return;
+  State& s = st();
+  if (base + T <= int64_t(d.topk)) return s.cpu->dsa_select(d, qi, w, keys, base, T, sel, nsel);  // no scores
+  std::unique_lock<std::mutex> lock(s.mu);
+  constexpr size_t kScoreBytes = size_t(64) << 20;
+  const size_t ld = size_t(base + T), QW = size_t(d.heads) * d.dim;
+  const int group = int(std::clamp<size_t>(kScoreBytes / sizeof(float) / ld, 1, size_t(T)));
+  for (size_t n : {ld * d.dim, size_t(group) * QW, size_t(group) * d.heads, size_t(group) * ld})
+    s.arena.plan(n * sizeof(float));
+  if (!arena_begin(s))
+    return on_cpu(s, lock, 0, [&] { s.cpu->dsa_select(d, qi, w, keys, base, T, sel, nsel); });
+  const CallTimer timer{s};
+  const float* dkeys = put_floats(s, keys, ld * d.dim);
+  float* dq = static_cast<float*>(s.arena.take(size_t(group) * QW * sizeof(float)));
+  float* dw = static_cast<float*>(s.arena.take(size_t(group) * d.heads * sizeof(float)));
+  float* dscore = static_cast<float*>(s.arena.take(size_t(group) * ld * sizeof(float)));
+  std::vector<float>& score = s.states.host;  // host scratch (the entry's calls are serialized)
+  score.resize(size_t(group) * ld);
+  for (int t0 = 0; t0 < T; t0 += group) {
+    const int g = std::min(group, T - t0);
+    check(cudaMemcpyAsync(dq, qi + size_t(t0) * QW, size_t(g) * QW * sizeof(float), cudaMemcpyHostToDevice, s.stream),
+          "h2d (indexer q)");
+    check(cudaMemcpyAsync(dw, w + size_t(t0) * d.heads, size_t(g) * d.heads * sizeof(float), cudaMemcpyHostToDevice,
+                          s.stream),
+          "h2d (indexer w)");
+    dsa_scores(d.heads, d.dim, base + t0, g, dq, dw, dkeys, int(ld), dscore, s.stream);
+    get_floats(s, score.data(), dscore, size_t(g) * ld);
+    check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize");
+    // Each query's top-k: independent rows over the CPU's kernel pool.
+    kernels::parallel_for(g, [&](int64_t a, int64_t b) {
+      thread_local std::vector<int> order;
+      for (int64_t i = a; i < b; i++) {
+        const int t = t0 + int(i);
+        const int64_t n = base + t + 1;
+        if (order.size() < size_t(n)) order.resize(size_t(n));
+        nsel[t] = dsa::select_topk(score.data() + size_t(i) * ld, n, d.topk, order.data(), sel + size_t(t) * d.topk);
+      }
+    });
+  }
+  finish(s);
+  s.stats.dsa_calls++;
 }
 
 void gpu_release(WeightOwner owner) {
@@ -991,6 +1075,8 @@ const Backend* backend_entry(const Backend& cpu, std::string* why) {
   if (s.sequence_ops) {
     s.table.kda_chunk = gpu_kda_chunk;
     s.table.mla_attend = gpu_mla_attend;
+    s.table.dsa_select = gpu_dsa_select;
+    s.table.mla_attend_sparse = gpu_mla_attend_sparse;
   }
   s.table.release = gpu_release;
   s.table.register_host = gpu_register_host;
@@ -1047,8 +1133,9 @@ std::string describe() {
     return products + "; CPU (" + s.cpu->name +
            "): int8 products, rmsnorm, add, SiTU-GLU, AttnRes, router, MoE combine, KDA, MLA attention "
            "(SLUICE_CUDA_OPS=products)";
-  return products + ", the KDA recurrence and MLA attention (state in VRAM); CPU (" + s.cpu->name +
-         "): int8 products, rmsnorm, add, SiTU-GLU, AttnRes, router, MoE combine, KDA conv/norms/gates, softmax";
+  return products + ", the KDA recurrence, MLA attention (state in VRAM), K3.1's indexer scores and sparse MLA; CPU (" + s.cpu->name +
+         "): int8 products, rmsnorm, add, SiTU-GLU, AttnRes, router, MoE combine, KDA conv/norms/gates, softmax, "
+                                 "K3.1's indexer LayerNorm and top-k";
 }
 
 }  // namespace sluice::cuda

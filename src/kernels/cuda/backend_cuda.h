@@ -81,6 +81,7 @@ struct EntryStats {
   uint64_t mla_calls = 0;         // MLA attention calls run on the GPU
   uint64_t mla_cache_hits = 0;    // of which found their latent cache in VRAM (only new rows uploaded)
   uint64_t mla_cache_uploaded_bytes = 0;  // latent cache bytes uploaded
+  uint64_t dsa_calls = 0;         // K3.1 indexer selections scored on the GPU
   uint64_t state_bytes = 0;       // VRAM the sequence-state copies (KDA states, MLA caches) hold now
   uint64_t cpu_spill_calls = 0;   // products the CPU entry ran on a weight the GPU does not hold (VramLimits)
   uint64_t cpu_spill_bytes = 0;   // their weight bytes

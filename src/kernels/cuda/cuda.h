@@ -171,11 +171,28 @@ void kda_recur(int NH, int D, int T, const float* F, float* S, const float* q, c
 // base+t+1 used); qT [T][kv_lora+rope][NH]: q̂ then q_pe, head-minor; chat
 // [T][NH][kv_lora]. Each output one thread's sum in the scalar entry's
 // order: bitwise its q̂, scores and ĉ.
+// K3.1 Pro (backend.h: mla_attend_sparse): with pick.sel (device memory) row t
+// attends to the nsel[t] ascending positions at sel + t·ld, and score / p
+// rows are pick.ld wide, term i at column i.
+struct MlaPick {
+  const int* sel = nullptr;
+  const int* nsel = nullptr;
+  int ld = 0;
+};
+int score_ld(int64_t base, int T, MlaPick pick);
 void mla_qhat(const uint16_t* kv_b, int NH, int nope, int v_dim, int kv_lora, int rope, int T, const float* q,
               float* qT, void* stream = nullptr);
 void mla_scores(int NH, int kv_lora, int rope, int64_t base, int T, const float* qT, const float* cache, float scale,
-                float* score, void* stream = nullptr);
+                float* score, void* stream = nullptr, MlaPick pick = {});
 void mla_mix(int NH, int kv_lora, int rope, int64_t base, int T, const float* p, const float* cache, float* chat,
-             void* stream = nullptr);
+             void* stream = nullptr, MlaPick pick = {});
+
+// ---- K3.1 Pro's indexer scores (backend.h: dsa_select; kernels/dsa.h) -------
+// score[t][s] for s <= base+t (row t at score + t·ld): queries qi
+// [T][heads·dim], weights w [T][heads], keys [base+T][dim], all device memory.
+// Bitwise dsa::scores_scalar: d_h a thread's sum over j in order, the heads'
+// sum in order, no contraction. The top-k is the caller's.
+void dsa_scores(int heads, int dim, int64_t base, int T, const float* qi, const float* w, const float* keys, int ld,
+                float* score, void* stream = nullptr);
 
 }  // namespace sluice::cuda

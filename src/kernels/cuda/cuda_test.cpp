@@ -15,11 +15,13 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/numeric.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/upload.h"
+#include "kernels/dsa.h"
 #include "kernels/kernel_test_util.h"
 #include "kernels/ref.h"
 
@@ -584,6 +586,34 @@ TEST(CudaKernels, SituGluMatchesRef) {
   cuda::situ_glu(dg.p, du.p, n, 4.0f, 6.0f, dg.p);  // in place, as the model calls it
   const std::vector<float> got = dg.get();
   for (int i = 0; i < n; i++) ASSERT_NEAR(got[i], want[i], 2e-6 * std::fabs(want[i]) + 1e-37) << i;
+}
+
+// K3.1 Pro's indexer scores: bitwise dsa::scores_scalar, row t's positions
+// 0..base+t, at K3.1's 32 × 128 and small odd shapes; NaN and negative dot
+// products (ReLU to 0) included; positions past a row's end untouched.
+TEST(CudaKernels, DsaScoresAreBitwiseScalar) {
+  SKIP_WITHOUT_GPU();
+  Rng rng(11);
+  for (const auto& [heads, dim] : std::vector<std::pair<int, int>>{{32, 128}, {3, 20}, {1, 1}, {9, 33}})
+    for (const int64_t base : {int64_t(0), int64_t(31), int64_t(2500)}) {
+      const int T = 3, ld = int(base + T);
+      std::vector<float> qi = random_activations(rng, size_t(T) * heads * dim);
+      std::vector<float> w = random_activations(rng, size_t(T) * heads);
+      std::vector<float> keys = random_activations(rng, size_t(ld) * dim);
+      keys[size_t(ld / 2) * dim] = std::numeric_limits<float>::quiet_NaN();  // one position's dot products: NaN
+      Dev<float> dq(qi), dw(w), dk(keys), ds(size_t(T) * ld);
+      cuda::dsa_scores(heads, dim, base, T, dq.p, dw.p, dk.p, ld, ds.p);
+      const std::vector<float> got = ds.get();
+      for (int t = 0; t < T; t++) {
+        const int64_t n = base + t + 1;
+        std::vector<float> want(static_cast<size_t>(n));
+        dsa::scores_scalar(qi.data() + size_t(t) * heads * dim, w.data() + size_t(t) * heads, keys.data(), heads, dim,
+                           n, want.data());
+        ASSERT_EQ(std::memcmp(want.data(), got.data() + size_t(t) * ld, size_t(n) * sizeof(float)), 0)
+            << heads << "x" << dim << " base " << base << " row " << t;
+        for (int64_t s = n; s < ld; s++) ASSERT_TRUE(std::isnan(got[size_t(t) * ld + size_t(s)])) << "written past";
+      }
+    }
 }
 
 TEST(CudaKernels, DeviceIsNamed) {

@@ -3,9 +3,12 @@
 // (kernels/backend.cpp: mla_attend): a thread owns one output and sums its
 // terms left to right with the rounding intrinsics (no FMA contraction), so
 // every value is bitwise the host loop's. The softmax between scores and mix
-// (its exp) and the value products U_h ĉ are the caller's.
+// (its exp) and the value products U_h ĉ are the caller's. With a selection
+// (K3.1 Pro, MlaPick) row t's i-th term is cache row sel[t][i], not i.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda.h"
+
+#include <algorithm>
 
 namespace sluice::cuda {
 namespace {
@@ -31,39 +34,46 @@ __global__ void __launch_bounds__(kThreads) qhat_kernel(const uint16_t* __restri
   for (int i = threadIdx.x; i < rope; i += blockDim.x) out[size_t(kv_lora + i) * NH] = qh[nope + i];
 }
 
-// A thread per (cached position τ <= base + t, head h), heads fastest (a
-// warp reads one cache row, broadcast, and the heads' q̂ coalesced):
+// Row t's terms: positions 0..base+t, or its selection's nsel[t] positions.
+__device__ inline int64_t terms(int64_t base, int t, MlaPick pick) { return pick.sel ? pick.nsel[t] : base + t + 1; }
+__device__ inline int64_t term_row(int64_t i, int t, MlaPick pick) {
+  return pick.sel ? pick.sel[size_t(t) * pick.ld + size_t(i)] : i;
+}
+
+// A thread per (term τ of row t, head h), heads fastest (a warp reads one
+// cache row, broadcast, and the heads' q̂ coalesced):
 // score[t][h][τ] = (Σ_j q̂_j·c′_j(τ) + Σ_i q_pe_i·k_pe_i(τ)) · scale.
 __global__ void __launch_bounds__(kThreads) scores_kernel(int NH, int kvw, int64_t base, int ld,
                                                           const float* __restrict__ qT,
                                                           const float* __restrict__ cache, float scale,
-                                                          float* __restrict__ score) {
+                                                          float* __restrict__ score, MlaPick pick) {
   const int t = blockIdx.y;
-  const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, n = base + t + 1;
+  const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, n = terms(base, t, pick);
   if (g >= n * NH) return;
   const int64_t tau = g / NH;
   const int h = int(g % NH);
   const float* qh = qT + size_t(t) * kvw * NH + h;
-  const float* kv = cache + size_t(tau) * kvw;
+  const float* kv = cache + size_t(term_row(tau, t, pick)) * kvw;
   float s = 0.0f;
   for (int j = 0; j < kvw; j++) s = __fadd_rn(s, __fmul_rn(qh[size_t(j) * NH], kv[j]));
   score[(size_t(t) * NH + h) * size_t(ld) + size_t(tau)] = __fmul_rn(s, scale);
 }
 
 // A thread per latent column j, kMixHeads heads at once (one cache read
-// serves them all): chat[t][h][j] = Σ_τ p(τ)·c′_j(τ), τ = 0..base+t in order.
+// serves them all): chat[t][h][j] = Σ_τ p(τ)·c′_j(τ), row t's terms in order.
 // The block stages kMixTau positions of its columns (and their p) in shared
 // memory, so the loads go out together and the sums' chains read only
 // shared memory.
 constexpr int kMixHeads = 4, kMixThreads = 128, kMixTau = 32;
 __global__ void __launch_bounds__(kMixThreads) mix_kernel(int NH, int kv_lora, int rope, int64_t base, int ld,
                                                           const float* __restrict__ p,
-                                                          const float* __restrict__ cache, float* __restrict__ chat) {
+                                                          const float* __restrict__ cache, float* __restrict__ chat,
+                                                          MlaPick pick) {
   __shared__ float cs[kMixTau][kMixThreads];
   __shared__ float ps[kMixHeads][kMixTau];
   const int j = blockIdx.x * kMixThreads + threadIdx.x, h0 = blockIdx.y * kMixHeads, t = blockIdx.z;
   const int heads = min(kMixHeads, NH - h0), kvw = kv_lora + rope;
-  const int64_t n = base + t + 1;
+  const int64_t n = terms(base, t, pick);
   const float* pt = p + (size_t(t) * NH + h0) * size_t(ld);
   float acc[kMixHeads];
 #pragma unroll
@@ -71,7 +81,7 @@ __global__ void __launch_bounds__(kMixThreads) mix_kernel(int NH, int kv_lora, i
   for (int64_t tau0 = 0; tau0 < n; tau0 += kMixTau) {
     const int m = n - tau0 < kMixTau ? int(n - tau0) : kMixTau;
     if (j < kv_lora)
-      for (int r = 0; r < m; r++) cs[r][threadIdx.x] = cache[size_t(tau0 + r) * kvw + j];
+      for (int r = 0; r < m; r++) cs[r][threadIdx.x] = cache[size_t(term_row(tau0 + r, t, pick)) * kvw + j];
     for (int e = threadIdx.x; e < kMixHeads * kMixTau; e += kMixThreads) {
       const int k = e / kMixTau, r = e % kMixTau;
       ps[k][r] = k < heads && r < m ? pt[size_t(k) * ld + size_t(tau0 + r)] : 0.0f;
@@ -99,22 +109,26 @@ void mla_qhat(const uint16_t* kv_b, int NH, int nope, int v_dim, int kv_lora, in
   check_launch("mla_qhat");
 }
 
+// A score row's width: every position's, or the selection's.
+int score_ld(int64_t base, int T, MlaPick pick) { return pick.sel ? pick.ld : int(base + T); }
+
 void mla_scores(int NH, int kv_lora, int rope, int64_t base, int T, const float* qT, const float* cache, float scale,
-                float* score, void* stream) {
+                float* score, void* stream, MlaPick pick) {
   if (NH <= 0 || T <= 0) return;
-  const int64_t items = (base + T) * NH;  // the last position's, the most
+  const int ld = score_ld(base, T, pick);
+  const int64_t items = std::min<int64_t>(base + T, ld) * NH;  // the most terms a row has
   const dim3 grid(unsigned((items + kThreads - 1) / kThreads), unsigned(T));
-  scores_kernel<<<grid, kThreads, 0, as_stream(stream)>>>(NH, kv_lora + rope, base, int(base + T), qT, cache, scale,
-                                                          score);
+  scores_kernel<<<grid, kThreads, 0, as_stream(stream)>>>(NH, kv_lora + rope, base, ld, qT, cache, scale, score, pick);
   check_launch("mla_scores");
 }
 
 void mla_mix(int NH, int kv_lora, int rope, int64_t base, int T, const float* p, const float* cache, float* chat,
-             void* stream) {
+             void* stream, MlaPick pick) {
   if (NH <= 0 || T <= 0 || kv_lora <= 0) return;
   const dim3 grid(unsigned((kv_lora + kMixThreads - 1) / kMixThreads), unsigned((NH + kMixHeads - 1) / kMixHeads),
                   unsigned(T));
-  mix_kernel<<<grid, kMixThreads, 0, as_stream(stream)>>>(NH, kv_lora, rope, base, int(base + T), p, cache, chat);
+  mix_kernel<<<grid, kMixThreads, 0, as_stream(stream)>>>(NH, kv_lora, rope, base, score_ld(base, T, pick), p, cache,
+                                                          chat, pick);
   check_launch("mla_mix");
 }
 
