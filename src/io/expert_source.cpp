@@ -83,6 +83,7 @@ class DirectExperts : public ExpertSource {
       : ck_(ck),
         shard_spans_(opt.shard_spans),
         copy_spans_(opt.copy_spans),
+        device_weights_(opt.device_weights),
         on_warning_(opt.on_warning),
         filler_(std::move(filler)),
         span_(ck.config.expert_span_bytes()),
@@ -741,8 +742,9 @@ class DirectExperts : public ExpertSource {
 
   // Where an expert is read from now: its span (a stripe's drive file, or a
   // shard); with copies, of those whose file has not failed a read, the one
-  // on the drive with the fewest bytes queued (the first on a tie); its span
-  // in the shards once every drive copy failed.
+  // whose drive would finish it first, (bytes queued + its bytes) / the
+  // drive's weight (the first on a tie: a slow drive's queue counts for
+  // more); its span in the shards once every drive copy failed.
   FileSpan span_of(int layer, int expert) const {
     const FileSpan& first = ck_.experts[size_t(layer)][size_t(expert)];
     const bool copies = !copy_spans_.empty() && !copy_spans_[size_t(layer)][size_t(expert)].empty();
@@ -751,11 +753,13 @@ class DirectExperts : public ExpertSource {
       return shard_spans_[size_t(layer)][size_t(expert)];
     }
     const FileSpan* best = nullptr;
-    uint64_t least = 0;
+    double soonest = 0;
     auto consider = [&](const FileSpan& s) {
       if (failed_files_.count(s.file)) return;
-      const uint64_t q = reader_.queued_bytes(reader_.file_device(s.file));
-      if (!best || q < least) best = &s, least = q;
+      const int dev = reader_.file_device(s.file);
+      const double w = dev >= 1 && size_t(dev) <= device_weights_.size() ? device_weights_[size_t(dev - 1)] : 1.0;
+      const double done = double(reader_.queued_bytes(dev) + s.length) / (w > 0 ? w : 1.0);
+      if (!best || done < soonest) best = &s, soonest = done;
     };
     consider(first);
     for (const FileSpan& s : copy_spans_[size_t(layer)][size_t(expert)]) consider(s);
@@ -855,6 +859,7 @@ class DirectExperts : public ExpertSource {
   const Checkpoint& ck_;
   std::vector<std::vector<FileSpan>> shard_spans_;  // DirectSourceOptions::shard_spans
   std::vector<std::vector<std::vector<FileSpan>>> copy_spans_;  // DirectSourceOptions::copy_spans
+  std::vector<double> device_weights_;                          // DirectSourceOptions::device_weights
   std::set<int> failed_files_;                      // drive files that failed a read
   std::function<void(const std::string&)> on_warning_;
   std::unique_ptr<ExpertSource> filler_;  // a stream install's HTTP source, or null

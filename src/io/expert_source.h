@@ -159,8 +159,10 @@ struct DirectSourceOptions {
   std::vector<std::vector<FileSpan>> shard_spans;
   // A stripe's other copies of each expert ([layer][expert]; empty: one copy,
   // io/stripe.h StripeUse::copy_spans): a read goes to the copy whose drive
-  // has the fewest bytes queued.
+  // would finish it first: (bytes queued + the span) / the drive's weight
+  // (device_weights[d - 1] for device d; empty: all equal).
   std::vector<std::vector<std::vector<FileSpan>>> copy_spans;
+  std::vector<double> device_weights;
   std::function<void(const std::string&)> on_warning;
   HostMemoryHooks host_memory;   // both or neither set
 };

@@ -345,6 +345,7 @@ StripeUse apply_stripe(Checkpoint& ck) {
     if (!device_of_drive.count(f.drive)) {
       device_of_drive[f.drive] = int(u.drives.size()) + 1;
       u.drives.push_back(s.drives[size_t(f.drive)].path);
+      u.drive_weights.push_back(s.drives[size_t(f.drive)].weight);
     }
     u.file_devices.resize(ck.shard_paths.size(), 0);
     u.file_devices[size_t(id)] = device_of_drive[f.drive];

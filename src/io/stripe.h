@@ -104,6 +104,7 @@ struct StripeUse {
   // the experts now read from, and each of ck's files' device (0: a shard,
   // d: drives[d-1]); both empty when no drive file is used.
   std::vector<std::string> drives;
+  std::vector<double> drive_weights;  // their weights (rates), as the manifest has them
   std::vector<int> file_devices;
   // The striped experts' spans in the shards, [layer][expert] (length 0: not
   // striped): where a failing drive's experts are read from instead.

@@ -215,7 +215,8 @@ std::unique_ptr<K3Model> open_k3_model(const std::string& dir, const ModelOption
     // streams from the shards' drive, never these).
     d.file_devices = stripe.file_devices;
     d.shard_spans = stripe.shard_spans;  // a failing drive's experts: read from the shards
-    d.copy_spans = stripe.copy_spans;    // --copies: each read from the least busy drive holding it
+    d.copy_spans = stripe.copy_spans;    // --copies: each read from the drive holding it that finishes first
+    d.device_weights = stripe.drive_weights;
     d.on_warning = opt.on_warning;
     for (const std::string& drive : stripe.drives)
       d.device_depths.push_back(opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(drive));
