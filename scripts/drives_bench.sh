@@ -10,7 +10,7 @@
 # the model's experts plus 2 GB), OUT (bench JSONs kept there, one per run:
 # SET-RUN.json; default: not kept), SETS (default "1-drive 2-drive 4-drive
 # unequal"; also 2-copies, 4-copies, unequal-copies: the same drives with
-# `stripe --copies 2`). Prints one line per run.
+# `stripe --copies 2`; 4-mirror: four drives, --copies 4). Prints one line per run.
 set -euo pipefail
 SLUICE=${1:?usage: drives_bench.sh SLUICE MODEL_DIR [RATE_MB_S] [RUNS] [BENCH ARGS...]}
 MODEL=${2:?model dir}
@@ -98,6 +98,7 @@ for set in ${SETS:-1-drive 2-drive 4-drive unequal}; do
     2-copies) run_set 2-copies 2 "$RATE" "$RATE" ;;
     4-copies) run_set 4-copies 2 "$RATE" "$RATE" "$RATE" "$RATE" ;;
     unequal-copies) run_set unequal-copies 2 "$RATE" $((RATE / 2)) ;;
+    4-mirror) run_set 4-mirror 4 "$RATE" "$RATE" "$RATE" "$RATE" ;;
     *) echo "drives_bench.sh: unknown set $set" >&2; exit 1 ;;
   esac
 done

@@ -24,19 +24,7 @@ summary=()
 say() { summary+=("$*"); echo "$*" >>"$OUT/summary.txt"; }
 
 vocab() { python3 -c "import json;c=json.load(open('$1/config.json'));print(c.get('text_config',c)['vocab_size'])"; }
-compare() {  # A B V: relative max |d| and argmax rows
-  python3 - "$@" <<'EOF'
-import sys, numpy as np
-a = np.fromfile(sys.argv[1], '<f4'); b = np.fromfile(sys.argv[2], '<f4'); V = int(sys.argv[3])
-if a.size != b.size or a.size % V or not np.isfinite(b).all():
-    print("sizes or non-finite: FAIL"); sys.exit(1)
-a = a.reshape(-1, V); b = b.reshape(-1, V)
-d = float(np.abs(a - b).max()) / float(np.abs(a).max())
-same = int((a.argmax(1) == b.argmax(1)).sum())
-ok = d <= 1e-3 and same == a.shape[0]
-print(f"relative {d:.2e}, argmax {same}/{a.shape[0]} {'ok' if ok else 'FAIL'}"); sys.exit(0 if ok else 1)
-EOF
-}
+compare() { python3 "$(dirname "$0")/logits_close.py" "$@"; }  # A B V: relative max |d|, argmax rows
 ids() { python3 -c "import random;r=random.Random($2);print(','.join(str(r.randrange(3,$1)) for _ in range($3)))"; }
 exact() {  # NAME MODEL TOKENS MODE: --device cuda against --device cpu
   local name=$1 m=$2 toks=$3 mode=$4
