@@ -469,6 +469,53 @@ TEST_P(BackendOps, SelectIsBitwiseScalar) {
     }
 }
 
+// A selection narrower than the context (K3.1's top-k), the cache growing by
+// steps and chunks far past twice that width with its stamp (the GPU keeps the
+// latent cache in VRAM, sized by the context, not by the selection): each call
+// equal to the scalar entry within the products' noise, and with or without
+// the stamp the same bits.
+TEST_P(BackendOps, SparseAttentionOverAGrowingStampedCache) {
+  Rng rng(8);
+  const MlaDims d{2, 8, 4, 6, 40};
+  const int QH = d.nope + d.rope, KVW = d.kv_lora + d.rope, KVB = d.nope + d.v_dim, topk = 4;
+  auto kv_b = random_bf16(rng, size_t(d.heads) * KVB * d.kv_lora);
+  const Bf16Ref W{kv_b.data(), d.heads * KVB, d.kv_lora, 0};
+  std::vector<float> cache;
+  int64_t len = 0;
+  uint64_t stamp = 0;
+  auto attend = [&](int n) {
+    const int64_t base = len;
+    auto rows = randn(rng, size_t(n) * KVW);
+    cache.insert(cache.end(), rows.begin(), rows.end());
+    len += n;
+    std::vector<int> sel(size_t(n) * topk, -1), nsel(n);
+    for (int t = 0; t < n; t++) {  // ascending, the query's own position last
+      const int64_t ctx = base + t + 1;
+      int k = 0;
+      for (int64_t p = std::max<int64_t>(0, ctx - topk); p < ctx; p++) sel[size_t(t) * topk + k++] = int(p);
+      if (ctx > topk) sel[size_t(t) * topk] = int(rng() % uint64_t(ctx - topk + 1));
+      nsel[size_t(t)] = k;
+    }
+    auto q = randn(rng, size_t(n) * d.heads * QH), gate = randn(rng, size_t(n) * d.heads * d.v_dim);
+    std::vector<float> want(size_t(n) * d.heads * d.v_dim), a(want.size(), NAN), b(want.size(), NAN);
+    sc().mla_attend_sparse(d, W, cache.data(), base, n, q.data(), gate.data(), sel.data(), nsel.data(), topk,
+                           want.data(), nullptr);
+    StateStamp st{stamp};
+    be().mla_attend_sparse(d, W, cache.data(), base, n, q.data(), gate.data(), sel.data(), nsel.data(), topk,
+                           a.data(), &st);
+    stamp = st.to;
+    be().mla_attend_sparse(d, W, cache.data(), base, n, q.data(), gate.data(), sel.data(), nsel.data(), topk,
+                           b.data(), nullptr);
+    ASSERT_TRUE(bitwise_equal(a, b)) << "at " << base;
+    for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(want[i], a[i], 1e-4 * (1 + std::fabs(want[i]))) << base;
+  };
+  attend(5);
+  for (int i = 0; i < 40; i++) attend(1);
+  attend(60);
+  attend(130);
+  attend(1);
+}
+
 // Every position selected: the sparse attention is mla_attend, bit for bit,
 // in every entry (the skip form of docs/k31-spec.md §3.3).
 TEST_P(BackendOps, AllSelectedIsDenseMlaAttendBitwise) {

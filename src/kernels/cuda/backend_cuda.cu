@@ -735,7 +735,7 @@ void gpu_mla_attend_over(const MlaDims& d, const Bf16Ref& kv_b, const float* cac
     s.arena.plan(n * sizeof(float));
   if (!arena_begin(s)) return cpu();
   const CallTimer timer{s};
-  const size_t cap = std::max<size_t>(2 * ld, 64) * KVW;  // a new copy's room: twice the rows
+  const size_t cap = std::max<size_t>(2 * size_t(base + T), 64) * KVW;  // a new copy's room: twice the rows
   // The cache's VRAM copy: rows 0..base-1 found by the stamp, the new rows
   // uploaded; else a new copy (room for twice the rows) uploaded whole, or
   // the arena when VRAM has no room.
