@@ -16,7 +16,8 @@
 #    `bench` decode steps REPS times each, interleaved, in one sitting:
 #    --device cpu; --vram half / quarter with the CPU computing the rest
 #    (--gpu-spill cpu, the default) and uploading it per call (--gpu-spill
-#    upload, the old way); each with the driver's peak VRAM in use on the card
+#    upload, the old way) and both at once on shares of the rows (--gpu-spill
+#    split: the bus adds to the CPU's memory bandwidth); each with the driver's peak VRAM in use on the card
 #    (NVML, sampled every 20 ms) and the peak RSS; `sluice plan`'s projection
 #    for each beside it.
 # Logs in OUT; the last lines printed are the table.
@@ -115,22 +116,26 @@ for rep in $(seq 1 "$REPS"); do
   bench half_upload.$rep --device cuda --vram "$VH" --gpu-spill upload
   bench quarter_cpu.$rep --device cuda --vram "$VQ"
   bench quarter_upload.$rep --device cuda --vram "$VQ" --gpu-spill upload
+  bench half_split.$rep --device cuda --vram "$VH" --gpu-spill split
+  bench quarter_split.$rep --device cuda --vram "$VQ" --gpu-spill split
 done
 disk=$(python3 -c "import json;print(max(json.loads(open('$OUT/bench.jsonl').readline())['ceiling_gbps'],0.5))")
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -qi h200 && echo h200 || echo h100)
-proj() {  # VRAM SPILL: plan's projection line
-  "$S" plan -m "$slice" --ram "$RAM" --disk-gbps "$disk" --gpu "$gpu" --vram "$1" --gpu-spill "$2" \
-    --gpu-context "$CTX" --kernel-probe 2>/dev/null | grep -E "^(placement|with GPU)"
+proj() {  # VRAM SPILL [ARGS]: plan's projection line
+  local v=$1 spill=$2; shift 2
+  "$S" plan -m "$slice" --ram "$RAM" --disk-gbps "$disk" --gpu "$gpu" --vram "$v" --gpu-spill "$spill" \
+    --gpu-context "$CTX" --kernel-probe "$@" 2>/dev/null | grep -E "^(placement|with GPU)"
 }
-{ proj "$VH" cpu; proj "$VH" upload; proj "$VQ" cpu; proj "$VQ" upload; } | tee "$OUT/plan.txt"
+{ proj "$VH" cpu; proj "$VH" upload; proj "$VQ" cpu; proj "$VQ" upload; proj "$VH" split; proj "$VQ" split; } | tee "$OUT/plan.txt"
 python3 - "$OUT" "$VH" "$VQ" "$RAM" <<'EOF'
 import json, glob, re, sys, statistics as st
 out, vh, vq, ram = sys.argv[1:]
 plan = open(f"{out}/plan.txt").read().splitlines()
 proj = [float(re.search(r"([0-9.]+) s/token", l).group(1)) for l in plan if l.startswith("with GPU")]
 allcpu = float(re.search(r"all on the CPU ([0-9.]+)", [l for l in plan if l.startswith("with GPU")][0]).group(1))
-want = {"cpu": allcpu, "half_cpu": proj[0], "half_upload": proj[1], "quarter_cpu": proj[2], "quarter_upload": proj[3]}
-print(f"{'run':16} {'--vram':>8} {'step ms (3 runs)':>24} {'plan ms':>8} {'VRAM peak GB (process)':>13} {'RSS peak GB':>12} spill calls/tok")
+want = {"cpu": allcpu, "half_cpu": proj[0], "half_upload": proj[1], "quarter_cpu": proj[2], "quarter_upload": proj[3],
+        "half_split": proj[4], "quarter_split": proj[5]}
+print(f"{'run':16} {'--vram':>8} {'step ms (3 runs)':>24} {'plan ms':>8} {'VRAM peak GB (process)':>13} {'RSS peak GB':>12} (spilled, split) calls, share")
 med = {}
 for name in want:
     js = [j for j in map(json.loads, open(f"{out}/bench.jsonl")) if j["run"].rsplit(".", 1)[0] == name]
@@ -139,13 +144,15 @@ for name in want:
     med[name] = st.median(steps)
     vram = max(j["nvml_process_peak"] for j in js) / 1e9  # the driver's count for the process
     rss = max(j["peak_rss_bytes"] for j in js) / 1e9
-    spill = [j.get("gpu", {}).get("cpu_spill_calls", 0) for j in js]
+    spill = [(j.get("gpu", {}).get("cpu_spill_calls", 0), j.get("gpu", {}).get("split_calls", 0),
+              round(j.get("gpu", {}).get("split_share", 0), 3)) for j in js]
     v = vh if name.startswith("half") else vq if name.startswith("quarter") else "-"
     print(f"{name:16} {v:>8} {' / '.join(f'{s:.0f}' for s in steps):>24} {want[name]*1e3:8.0f} {vram:13.2f} {rss:12.2f} {spill}")
 for f in ("half", "quarter"):
-    if f"{f}_cpu" in med:
-        print(f"{f}: {med[f + '_upload'] / med[f + '_cpu']:.2f}x faster than uploading per call, "
-              f"{med['cpu'] / med[f + '_cpu']:.2f}x faster than --device cpu (medians)")
+    for way in ("cpu", "split"):
+        if f"{f}_{way}" in med:
+            print(f"{f} {way}: {med[f + '_upload'] / med[f + '_' + way]:.2f}x faster than uploading per call, "
+                  f"{med['cpu'] / med[f + '_' + way]:.2f}x faster than --device cpu (medians)")
 print(f"RAM budget {ram}")
 EOF
 rm -rf "$SCRATCH"

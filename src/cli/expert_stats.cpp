@@ -14,7 +14,7 @@ std::string expert_stats_json(const Model& model, int tokens) {
   if (model.backend()) {
     const DeviceReport d = device_report(*model.backend(), false);
     if (d.gpu) j["vram"] = {{"total_bytes", d.vram_total}, {"used_bytes", d.vram_used}, {"peak_bytes", d.vram_peak},
-                            {"cpu_spill_calls", d.cpu_spill_calls}, {"mla_calls", d.mla_calls}, {"dsa_calls", d.dsa_calls}};
+                            {"cpu_spill_calls", d.cpu_spill_calls}, {"split_calls", d.split_calls}, {"split_share", d.split_share}, {"mla_calls", d.mla_calls}, {"dsa_calls", d.dsa_calls}};
   }
   StreamStats s;
   if (!model.io().experts || !stream_stats(*model.io().experts, &s)) {

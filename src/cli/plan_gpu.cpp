@@ -60,8 +60,10 @@ void add_plan_gpu_options(CLI::App& sub, PlanGpuArgs& a) {
   sub.add_option("--gpu-context", a.context, "VRAM the CUDA context and kernels hold (default 1G; run's placement line says)");
   sub.add_option("--gpu-layers", a.gpu_layers, "Only the spine of layers < N in VRAM (as run's)")->check(CLI::Range(0, 1 << 20));
   sub.add_flag("--cpu-moe", a.cpu_moe, "Routed experts computed by the CPU (as run's)");
-  sub.add_option("--gpu-spill", a.spill, "cpu or upload: a matrix the GPU does not hold (as run's; default: the faster by the rates)")
-      ->check(CLI::IsMember({"cpu", "upload"}));
+  sub.add_option("--gpu-spill", a.spill,
+                 "cpu, upload or split: a matrix the GPU does not hold (as run's; default: the faster of cpu and "
+                 "upload by the rates)")
+      ->check(CLI::IsMember({"cpu", "upload", "split"}));
 }
 
 void print_plan_gpu(const PlanGpuArgs& a, const PlacementRequest& request, const PlanHostRates& host) {
@@ -73,6 +75,7 @@ void print_plan_gpu(const PlanGpuArgs& a, const PlacementRequest& request, const
   r.gpu_layers = a.gpu_layers;
   r.cpu_moe = a.cpu_moe;
   r.upload_spill = a.spill == "upload";
+  r.split_spill = a.spill == "split";
   r.spill_by_rates = a.spill.empty();  // the faster of the CPU and the bus, by the rates
   GpuRates rates;
   rates.pcie_gbps = a.pcie_gbps > 0 ? a.pcie_gbps : g.pcie_gbps;

@@ -16,9 +16,13 @@ void add_vram_options(CLI::App& sub, VramArgs& a) {
   sub.add_option("--gpu-layers", a.gpu_layers, "With the GPU: only the spine of layers < N in VRAM (N > layers: the head too)")
       ->check(CLI::Range(0, 1 << 20));
   sub.add_option("--gpu-spill", a.gpu_spill,
-                 "With the GPU: a matrix it does not hold is computed by the CPU from RAM (cpu, the default) or "
-                 "uploaded for every call (upload)")
-      ->check(CLI::IsMember({"cpu", "upload"}));
+                 "With the GPU: a matrix it does not hold is computed by the CPU from RAM (cpu, the default), "
+                 "uploaded for every call (upload), or both at once on shares of its rows, the GPU's over the bus "
+                 "from pinned RAM (split)")
+      ->check(CLI::IsMember({"cpu", "upload", "split"}));
+  sub.add_option("--gpu-share", a.gpu_share,
+                 "With --gpu-spill split: the GPU's share of the rows (default: measured over the first products)")
+      ->check(CLI::Range(0.01, 0.95));
   sub.add_flag("--cpu-moe", a.cpu_moe, "With the GPU: routed experts are computed by the CPU where they lie");
 }
 
@@ -31,6 +35,7 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
     return;
   }
   const Backend* backend = o.backend;
+  o.pin_spine = a.gpu_spill == "split";  // the GPU's rows are read from the resident spine by DMA
   o.on_placement = [a, vram, quiet, expert_tier_given, backend](const PlacementRequest& request) {
     const VramNow now = vram_now(*backend);
     PlacementRequest r = request;
@@ -39,6 +44,7 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
     r.gpu_layers = a.gpu_layers;
     r.cpu_moe = a.cpu_moe;
     r.upload_spill = a.gpu_spill == "upload";
+    r.split_spill = a.gpu_spill == "split";
     GpuRates rates;  // unmeasured: experts the tier misses go to the GPU unless --cpu-moe
     const Placement p = plan_placement(r, rates);
     VramLimits l;
@@ -48,6 +54,8 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
     l.scratch = int64_t(p.scratch);
     l.cpu_spill = !p.upload_spill;
     l.cpu_experts = !p.experts_gpu;
+    l.split_spill = p.split_spill;
+    l.gpu_share = a.gpu_share;
     set_vram_limits(l);
     if (!expert_tier_given) set_vram_expert_budget(int64_t(p.tier));
     if (!quiet) {

@@ -3,8 +3,11 @@
 //
 //   --vram SIZE          what may be in use on the GPU (model/placement.h splits it)
 //   --gpu-layers N       only layers < N of the spine in VRAM (llama.cpp's -ngl)
-//   --gpu-spill cpu|upload  a matrix the GPU does not hold: computed by the CPU
-//                        from RAM (default), or uploaded per call (the old way)
+//   --gpu-spill cpu|upload|split  a matrix the GPU does not hold: computed by
+//                        the CPU from RAM (default), uploaded per call (the old
+//                        way), or both at once on shares of its rows (split:
+//                        the resident spine pinned, the GPU's rows by DMA)
+//   --gpu-share F        split: the GPU's share (default: measured at run time)
 //   --cpu-moe            routed experts computed by the CPU where they lie
 // With none of them the CUDA entry works as before (mirrors while VRAM is
 // free less its reserve, the rest uploaded per call). With --device cpu they
@@ -21,9 +24,10 @@ namespace sluice::cli {
 struct VramArgs {
   std::string vram;            // empty: not given
   int gpu_layers = -1;         // -1: the plan picks
-  std::string gpu_spill;       // cpu|upload, empty: cpu
+  std::string gpu_spill;       // cpu|upload|split, empty: cpu
+  double gpu_share = 0;        // --gpu-share (split): 0 measured
   bool cpu_moe = false;
-  bool given() const { return !vram.empty() || gpu_layers >= 0 || !gpu_spill.empty() || cpu_moe; }
+  bool given() const { return !vram.empty() || gpu_layers >= 0 || !gpu_spill.empty() || cpu_moe || gpu_share > 0; }
 };
 
 void add_vram_options(CLI::App& sub, VramArgs& a);

@@ -583,6 +583,8 @@ void add_gpu_json(nlohmann::json& j, const Model& m, const std::vector<StepRecor
               {"vram_peak_bytes", d.vram_peak},
               {"vram_total_bytes", d.vram_total},
               {"cpu_spill_calls", d.cpu_spill_calls},
+              {"split_calls", d.split_calls},
+              {"split_share", d.split_share},
               {"cpu_spill_bytes", d.cpu_spill_bytes},
               {"h2d_bytes_per_token", n > 0 ? h2d / n : 0.0},
               {"hbm_weight_bytes_per_token", n > 0 ? hbm / n : 0.0},

@@ -225,6 +225,7 @@ std::unique_ptr<K3Model> open_k3_model(const std::string& dir, const ModelOption
   }
   // After the expert source: its helper faults the cache's memory in while the spine loads.
   m->spine->start(m->plan.resident_pieces, m->plan.ring, io, opt.load_progress);
+  if (opt.pin_spine) m->spine->pin_resident();
   m->spine->set_between_matrices([e = m->experts.get()] { e->pump(); });
   return m;
 }

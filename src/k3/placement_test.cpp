@@ -141,6 +141,33 @@ TEST(Placement, UploadSpillIsTheOldWay) {
   EXPECT_NE(describe_placement(p, 4).find("uploaded per call"), std::string::npos);
 }
 
+// Split: the CPU's and the bus's rates add on the RAM pieces off the GPU
+// (50 GB/s CPU + the bus and GEMV in series, 25 and 1000 GB/s); the GPU's
+// share is its rate's part; streamed pieces (not pinned) stay the CPU's.
+TEST(Placement, SplitSpillAddsTheBusToTheCpu) {
+  PlacementRequest r = four_layers();
+  r.vram = 4 * GB;
+  r.split_spill = true;
+  r.pieces.push_back({GB, 8, false});  // a streamed piece
+  GpuRates g = rates();
+  g.disk_gbps = 1000;  // the ring's pieces at the CPU's rate
+  const Placement p = plan_placement(r, g);
+  const double bus = 1.0 / (1.0 / 25 + 1.0 / 1000);  // GB/s, upload then GEMV
+  EXPECT_NEAR(p.gpu_share, bus / (bus + 50), 1e-9);
+  EXPECT_NEAR(p.spine_cpu_s, 5.5 / (50 + bus), 1e-9);
+  EXPECT_NEAR(p.spine_stream_s, 1.0 / 50, 1e-9);
+  r.split_spill = false;
+  const Placement cpu_only = plan_placement(r, g);
+  EXPECT_LT(p.step_s, cpu_only.step_s);
+  EXPECT_NEAR(cpu_only.spine_cpu_s - p.spine_cpu_s, 5.5 / 50 - 5.5 / (50 + bus), 1e-9);
+  const std::string s = describe_placement(p, 4);
+  EXPECT_NE(s.find("--gpu-spill split: 33 % of their rows by the GPU"), std::string::npos) << s;
+  // Unknown rates: a share measured at run time, said so.
+  const Placement unknown = plan_placement((r.split_spill = true, r), GpuRates{});
+  EXPECT_EQ(unknown.gpu_share, 0.0);
+  EXPECT_NE(describe_placement(unknown, 4).find("a share of their rows"), std::string::npos);
+}
+
 TEST(Placement, SpillFollowsTheRatesUnlessForced) {
   PlacementRequest r = four_layers();
   r.vram = 4 * GB;

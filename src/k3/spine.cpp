@@ -37,7 +37,16 @@ Spine::Spine(const Checkpoint& ck, uint64_t chunk_bytes, std::shared_ptr<const P
   fixed_bytes_ += decode;
 }
 
-Spine::~Spine() { be_->release(owner_); }
+Spine::~Spine() {
+  if (resident_announced_) be_->unregister_host(resident_bytes_.data(), resident_bytes_.size());
+  be_->release(owner_);
+}
+
+void Spine::pin_resident() {
+  if (resident_announced_ || !be_->register_host || !be_->unregister_host || resident_bytes_.size() <= 1) return;
+  be_->register_host(resident_bytes_.data(), resident_bytes_.size());
+  resident_announced_ = true;
+}
 
 void Spine::add_matrix(const MatrixRef& r, uint64_t chunk_bytes, int unit) {
   Bf16Matrix& m = *r.view;

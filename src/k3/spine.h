@@ -84,6 +84,11 @@ class Spine final : public DenseReads {
   void start(const std::vector<bool>& resident, uint64_t ring_bytes, const SpanReaderOptions& io,
              const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
+  // Announces the resident bytes to the backend as host memory it may read
+  // weights from (kernels/backend.h register_host: the CUDA entry pins them,
+  // for --gpu-spill split); withdrawn when the spine goes. After start().
+  void pin_resident();
+
   void begin_pass(bool with_head);
   // A pass that only reads: takes every streamed piece in order, computes
   // nothing (the bench's floor for a step). at_unit(u) runs as the pass
@@ -187,6 +192,7 @@ class Spine final : public DenseReads {
   std::vector<MatrixRef> pinned_;       // routers
   uint64_t fixed_bytes_ = 0;
   AlignedBuffer pinned_bytes_, resident_bytes_;
+  bool resident_announced_ = false;  // pin_resident(): register_host called on resident_bytes_
   uint64_t resident_read_ = 0;
   std::unique_ptr<SpanStream> stream_;
   std::vector<float> scatter_;  // a piece's output rows for T > 1

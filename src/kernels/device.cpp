@@ -75,6 +75,7 @@ DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] b
   r.mla_cache_hits = s.mla_cache_hits, r.mla_cache_uploaded_bytes = s.mla_cache_uploaded_bytes;
   r.state_bytes = s.state_bytes;
   r.cpu_spill_calls = s.cpu_spill_calls, r.cpu_spill_bytes = s.cpu_spill_bytes;
+  r.split_calls = s.split_calls, r.split_share = s.split_share;
   const cuda::VramUse v = cuda::vram_use();
   r.vram_total = v.total, r.vram_used = v.used, r.vram_peak = v.peak;
 #endif

@@ -42,6 +42,8 @@ struct DeviceReport {
   double call_seconds = 0;  // cumulative host time inside the GPU's product calls
   uint64_t vram_total = 0, vram_used = 0, vram_peak = 0;  // on the card: total, in use now, at most (total - free)
   uint64_t cpu_spill_calls = 0, cpu_spill_bytes = 0;     // products the CPU ran on weights the GPU does not hold
+  uint64_t split_calls = 0;  // products split between the GPU and the CPU (--gpu-spill split; their CPU bytes in cpu_spill_bytes)
+  double split_share = 0;    // the GPU's share of their rows now
 };
 DeviceReport device_report(const Backend& b, bool measure_ceilings);
 
@@ -65,6 +67,13 @@ struct VramLimits {
   bool cpu_spill = false;    // a weight with no mirror (no room, or a streamed piece) is computed by the CPU
                              // entry from RAM (false: uploaded for the call, the old way)
   bool cpu_experts = false;  // routed experts (content-keyed) computed by the CPU entry (`--cpu-moe`)
+  // With cpu_spill (`--gpu-spill split`): a bf16 matrix the GPU does not hold
+  // that lies in pinned RAM is computed by both at once, its first rows by the
+  // GPU after a DMA upload, the rest by the CPU (the bus adds to the CPU's
+  // memory bandwidth). gpu_share: the GPU's share of the rows; 0: measured
+  // over the first calls, then kept.
+  bool split_spill = false;
+  double gpu_share = 0;
 };
 void set_vram_limits(const VramLimits& limits);
 // VRAM in use on the card now (total - free) and its total; zeros without the CUDA entry.

@@ -141,6 +141,69 @@ TEST(DeviceBackend, CudaVramLimitsSpillToTheCpu) {
   be->release(owner);
 }
 
+// --gpu-spill split (VramLimits::split_spill): a weight off the GPU in pinned
+// memory is computed by both, the GPU's rows over the bus, the CPU's in place:
+// the CPU's rows are the CPU entry's bits, the GPU's within the products'
+// noise, one row or several; unpinned, the CPU alone; with the share measured,
+// the first calls probe and the share kept is in (0, 0.75].
+TEST(DeviceBackend, CudaSplitSpillSharesTheRows) {
+  std::string why;
+  const Backend* be = cuda_or_null(&why);
+  if (!be) GTEST_SKIP() << why;
+  std::mt19937_64 rng(23);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const int rows = 200, cols = 512, n = 3;
+  std::vector<uint16_t> w(size_t(rows) * cols);
+  std::vector<float> x(size_t(n) * cols), want(size_t(n) * rows);
+  for (auto& v : w) v = f32_to_bf16(d(rng));
+  for (auto& v : x) v = d(rng);
+  const WeightOwner owner = next_weight_owner();
+  const Bf16Ref W{w.data(), rows, cols, owner};
+  cpu_backend().matmul_bf16(W, x.data(), n, want.data());
+  VramLimits l;
+  l.budget = int64_t(vram_now(*be).used + (uint64_t(256) << 20));
+  l.spine = 0, l.scratch = int64_t(64) << 20, l.cpu_spill = true, l.split_spill = true, l.gpu_share = 0.3;
+  set_vram_limits(l);
+  auto check = [&](int k, const char* what) {
+    std::vector<float> y(size_t(k) * rows, NAN);
+    be->matmul_bf16(W, x.data(), k, y.data());
+    const int r = 48;  // 0.3 of 200 rows, down to 16-row steps
+    for (int t = 0; t < k; t++)
+      for (int i = 0; i < rows; i++) {
+        const float a = want[size_t(t) * rows + i], b = y[size_t(t) * rows + i];
+        if (i >= r)
+          ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << what << " row " << i << " of token " << t;
+        else
+          ASSERT_NEAR(a, b, 1e-3f * (1 + std::fabs(a))) << what << " row " << i << " of token " << t;
+      }
+  };
+  const DeviceReport r0 = device_report(*be, false);
+  check(1, "unpinned");
+  const DeviceReport r1 = device_report(*be, false);
+  EXPECT_EQ(r1.split_calls, r0.split_calls);  // not pinned: the CPU alone
+  EXPECT_EQ(r1.cpu_spill_calls, r0.cpu_spill_calls + 1);
+  be->register_host(w.data(), w.size() * 2);
+  check(1, "one row");
+  check(n, "three rows");
+  const DeviceReport r2 = device_report(*be, false);
+  EXPECT_EQ(r2.split_calls, r1.split_calls + 2);
+  EXPECT_NEAR(r2.split_share, 0.3, 1e-12);
+  EXPECT_LE(vram_now(*be).used, uint64_t(l.budget));
+  l.gpu_share = 0;  // measured: probe calls, then a share kept
+  set_vram_limits(l);
+  std::vector<float> y(size_t(n) * rows);
+  for (int i = 0; i < 40; i++) be->matmul_bf16(W, x.data(), n, y.data());
+  const double share = device_report(*be, false).split_share;
+  EXPECT_GT(share, 0.0);
+  EXPECT_LE(share, 0.75);
+  for (int t = 0; t < n; t++)
+    for (int i = 0; i < rows; i++)
+      ASSERT_NEAR(want[size_t(t) * rows + i], y[size_t(t) * rows + i], 1e-3f * (1 + std::fabs(want[size_t(t) * rows + i])));
+  be->unregister_host(w.data(), w.size() * 2);
+  set_vram_limits(VramLimits{});
+  be->release(owner);
+}
+
 // The VRAM expert tier (content-keyed MXFP4 weights, owner 0): the bits of
 // the same products without a key, whether the tier is off, holds two
 // entries (every round evicts) or grows freely (the second round hits), and

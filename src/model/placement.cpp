@@ -46,16 +46,23 @@ void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
   const double disk = per_byte(g.disk_gbps), cpu_mx = per_byte(g.cpu_mxfp4_gbps);
   const double e = double(r.expert_bytes);
   const double moe_layers = r.touched > 0 ? double(r.moe_layers) : 0;
-  // The spine off the GPU: the CPU's matvec, or the bus and the GPU's (upload).
-  const auto off = [&](bool upload) { return upload ? pcie + gpu : cpu; };
+  // The spine off the GPU: the CPU's matvec, or the bus and the GPU's
+  // (upload), or both at once on shares of the rows (split: the rates add).
+  const double both = cpu > 0 && pcie + gpu > 0 ? 1.0 / (1.0 / cpu + 1.0 / (pcie + gpu)) : cpu;
+  const auto off = [&](bool upload) { return upload ? pcie + gpu : p.split_spill ? both : cpu; };
+  const auto off_stream = [&](bool upload) { return upload ? pcie + gpu : cpu; };  // the ring is not pinned
+  if (p.split_spill && cpu > 0 && pcie + gpu > 0) p.gpu_share = both / (pcie + gpu);
   // A bus round trip per run of GPU-computed pieces and per MoE layer's expert
   // group (on the GPU); uploading, every piece is a GPU call.
   int gpu_runs = 0;
   for (size_t i = 0; i < p.where.size(); i++)
     if (p.where[i] == PieceWhere::gpu && (i == 0 || p.where[i - 1] != PieceWhere::gpu)) gpu_runs++;
   const double expert_calls = p.experts_gpu ? moe_layers : 0;
+  int cpu_pieces = 0;
+  for (PieceWhere w : p.where) cpu_pieces += w == PieceWhere::cpu;
   const auto crossings = [&](bool upload) {
-    return g.crossing_s * ((upload ? double(p.where.size()) : double(gpu_runs)) + expert_calls);
+    const double calls = upload ? double(p.where.size()) : double(gpu_runs) + (p.split_spill ? cpu_pieces : 0);
+    return g.crossing_s * (calls + expert_calls);
   };
   // Experts: the tier's share on the GPU as they are; the others read from
   // disk when the RAM cache misses, computed where the plan put them.
@@ -64,11 +71,11 @@ void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
   p.expert_s = r.touched * p.tier_share * e * gpu + off_tier + missed_ram;
   p.spine_gpu_s = double(p.spine_gpu) * gpu;
   const auto step = [&](bool upload) {
-    return p.spine_gpu_s + double(p.spine_cpu) * off(upload) + double(p.spine_stream) * std::max(disk, off(upload)) +
-           p.expert_s + crossings(upload);
+    return p.spine_gpu_s + double(p.spine_cpu) * off(upload) +
+           double(p.spine_stream) * std::max(disk, off_stream(upload)) + p.expert_s + crossings(upload);
   };
   p.spine_cpu_s = double(p.spine_cpu) * off(p.upload_spill);
-  p.spine_stream_s = double(p.spine_stream) * std::max(disk, off(p.upload_spill));
+  p.spine_stream_s = double(p.spine_stream) * std::max(disk, off_stream(p.upload_spill));
   p.crossing_s = crossings(p.upload_spill);
   p.step_s = step(p.upload_spill);
   p.upload_per_call_s = step(true);
@@ -92,7 +99,7 @@ std::string gb(uint64_t b) {
 
 Placement plan_placement(const PlacementRequest& r, const GpuRates& rates) {
   Placement p;
-  p.vram = r.vram, p.overhead = r.overhead, p.upload_spill = r.upload_spill;
+  p.vram = r.vram, p.overhead = r.overhead, p.upload_spill = r.upload_spill, p.split_spill = r.split_spill;
   if (r.spill_by_rates && rates.cpu_gbps > 0 && rates.pcie_gbps > 0)
     p.upload_spill = per_byte(rates.pcie_gbps) + per_byte(rates.gpu_gemv_gbps) < per_byte(rates.cpu_gbps);
   p.scratch = r.scratch + kScratchBase;
@@ -124,6 +131,15 @@ std::string describe_placement(const Placement& p, int layers) {
           (p.head_gpu ? "" : " and the head") + ": " + gb(p.spine_cpu) + " from RAM" +
           (p.spine_stream ? ", " + gb(p.spine_stream) + " streamed from disk" : "");
   if (p.upload_spill) cpu += " (--gpu-spill upload: uploaded per call, computed on the GPU)";
+  if (p.split_spill && p.spine_cpu > 0) {
+    char share[96];
+    if (p.gpu_share > 0)
+      std::snprintf(share, sizeof share, " (--gpu-spill split: %.0f %% of their rows by the GPU over the bus)",
+                    100 * p.gpu_share);
+    else
+      std::snprintf(share, sizeof share, " (--gpu-spill split: a share of their rows by the GPU over the bus)");
+    cpu += share;
+  }
   const std::string experts = std::string("VRAM tier, RAM cache, disk; misses computed ") +
                               (p.experts_gpu ? "on the GPU after upload" : "by the CPU in place");
   return "on the GPU: " + gpu + "; the CPU computes: " + cpu + "; experts: " + experts;

@@ -24,6 +24,11 @@
 // faster than the CPU in place (by the rates), or always on the CPU with
 // --cpu-moe.
 //
+// --gpu-spill split: the RAM-resident pieces the GPU does not hold are computed
+// by both at once, a share of each matrix's rows uploaded (pinned DMA) and
+// computed by the GPU while the CPU computes the rest: the bus is a second
+// path to RAM, so those bytes go at the CPU's rate plus the bus's.
+//
 // The projection adds the parts (the execution runs them one after another:
 // the GPU's spine, the CPU's spine, the experts, each boundary's activation
 // crossing), with the streamed pieces at the slower of the disk and the CPU.
@@ -65,6 +70,8 @@ struct PlacementRequest {
   int gpu_layers = -1;                   // --gpu-layers: -1 the plan picks
   bool cpu_moe = false;                  // --cpu-moe
   bool upload_spill = false;             // --gpu-spill upload: pieces off the GPU uploaded per call
+  bool split_spill = false;              // --gpu-spill split: RAM pieces off the GPU computed by the CPU and,
+                                         // over the bus, the GPU at once (rows shared by their rates)
   bool spill_by_rates = false;           // neither forced: upload when the bus and GPU beat the CPU's matvec
 };
 
@@ -79,6 +86,8 @@ struct Placement {
   bool head_gpu = false;
   bool experts_gpu = true;      // experts the tier misses: GPU after upload (else the CPU in place)
   bool upload_spill = false;
+  bool split_spill = false;
+  double gpu_share = 0;         // split: the GPU's share of those pieces' rows (0: rates unknown, measured at run time)
   double tier_share = 0;        // touched experts found in the tier (spread evenly: a floor)
   // Projection, seconds per decode step.
   double spine_gpu_s = 0, spine_cpu_s = 0, spine_stream_s = 0, expert_s = 0, crossing_s = 0, step_s = 0;

@@ -137,6 +137,13 @@ struct State {
   std::mutex pinned_mu;
   std::map<uintptr_t, size_t> pinned;
   uint64_t pinned_bytes = 0;
+  // --gpu-spill split: the probe calls' times and bytes, the share kept after them.
+  struct Split {
+    int calls = 0;
+    double gpu_s = 0, cpu_s = 0, gpu_bytes = 0, cpu_bytes = 0, share = 0;
+    cudaEvent_t t0 = nullptr, t1 = nullptr;
+    std::vector<float> rows;  // the CPU's rows of a several-row product
+  } split;
 };
 
 State& st() {
@@ -418,8 +425,90 @@ template <class F>
 void on_cpu(State& s, std::unique_lock<std::mutex>& lock, size_t weight_bytes, F&& f) {
   s.stats.cpu_spill_calls++;
   s.stats.cpu_spill_bytes += weight_bytes;
+  s.arena.want = 0;  // what the GPU path had planned is not taken: the next op plans afresh
   lock.unlock();
   f();
+}
+
+// --gpu-spill split (VramLimits::split_spill): a bf16 matrix the GPU does not
+// hold, in pinned RAM, is computed by both at once: its first rows on the GPU
+// after a DMA upload (the bus is a second path to RAM, beside the CPU's
+// memory channels), the rest by the CPU entry from RAM while the upload runs.
+// The GPU's share of the rows is VramLimits::gpu_share, or, when that is 0,
+// measured: the first kSplitProbe calls run at a quarter, timing both sides
+// (they run together, so each rate includes the other's contention), and the
+// share that would have them finish together is kept for the process
+// (rounded to 1/32: a process's bits are its own; two processes may split at
+// different rows and agree within the GPU's contract, not bitwise).
+constexpr int kSplitProbe = 24;
+constexpr int kSplitAlign = 16;  // rows
+
+double split_share(State& s) {
+  if (s.limits.gpu_share > 0) return std::min(s.limits.gpu_share, 0.95);
+  if (s.split.calls < kSplitProbe || s.split.gpu_s <= 0 || s.split.cpu_s <= 0) return 0.25;
+  if (s.split.share <= 0) {
+    const double g = s.split.gpu_bytes / s.split.gpu_s, c = s.split.cpu_bytes / s.split.cpu_s;
+    s.split.share = std::clamp(std::round(32.0 * g / (g + c)) / 32.0, 1.0 / 32, 0.75);
+  }
+  return s.split.share;
+}
+
+// Rows [0, r) on the GPU, [r, rows) on the CPU, at once. False (nothing done)
+// when the arena has no room for the GPU's part.
+bool split_matmul_bf16(State& s, const Bf16Ref& W, const float* X, int n, float* Y) {
+  const int r = int(std::floor(W.rows * split_share(s) / kSplitAlign)) * kSplitAlign;
+  if (r <= 0 || r >= W.rows) return false;
+  WeightPiece top{W.w, size_t(r) * size_t(W.cols) * 2, W.owner};
+  s.arena.plan(top.bytes);
+  s.arena.plan(size_t(n) * W.cols * sizeof(float));
+  s.arena.plan(size_t(n) * r * sizeof(float));
+  if (!arena_begin(s)) return false;
+  if (!s.split.t0) {
+    check(cudaEventCreate(&s.split.t0), "cudaEventCreate");
+    check(cudaEventCreate(&s.split.t1), "cudaEventCreate");
+  }
+  const CallTimer timer{s};
+  check(cudaEventRecord(s.split.t0, s.stream), "cudaEventRecord");
+  const float* dx = put_floats(s, X, size_t(n) * W.cols);  // before the upload: a pageable copy waits for the stream
+  const uint16_t* dw = static_cast<const uint16_t*>(place_weight(s, top));
+  s.stats.weight_bytes += top.bytes;
+  s.up->fence(s.stream);
+  float* dy = static_cast<float*>(s.arena.take(size_t(n) * r * sizeof(float)));
+  matmul_bf16(dw, r, W.cols, dx, n, dy, s.stream);
+  check(cudaEventRecord(s.split.t1, s.stream), "cudaEventRecord");
+  // The CPU's rows meanwhile.
+  const int rest = W.rows - r;
+  const Bf16Ref bottom{W.w + size_t(r) * W.cols, rest, W.cols, W.owner};
+  const auto c0 = std::chrono::steady_clock::now();
+  std::vector<float>& tmp = s.split.rows;
+  if (n == 1) {
+    s.cpu->matmul_bf16(bottom, X, 1, Y + r);
+  } else {
+    tmp.resize(size_t(n) * rest);
+    s.cpu->matmul_bf16(bottom, X, n, tmp.data());
+  }
+  const double cpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+  if (n == 1) {
+    get_floats(s, Y, dy, size_t(r));
+  } else {
+    check(cudaMemcpy2DAsync(Y, size_t(W.rows) * sizeof(float), dy, size_t(r) * sizeof(float), size_t(r) * sizeof(float),
+                            size_t(n), cudaMemcpyDeviceToHost, s.stream),
+          "d2h (split rows)");
+  }
+  finish(s);
+  if (n > 1)
+    for (int t = 0; t < n; t++)
+      std::memcpy(Y + size_t(t) * W.rows + r, tmp.data() + size_t(t) * rest, size_t(rest) * sizeof(float));
+  float gpu_ms = 0;
+  check(cudaEventElapsedTime(&gpu_ms, s.split.t0, s.split.t1), "cudaEventElapsedTime");
+  if (s.split.calls < kSplitProbe) {
+    s.split.gpu_s += gpu_ms * 1e-3, s.split.cpu_s += cpu_s;
+    s.split.gpu_bytes += double(top.bytes), s.split.cpu_bytes += double(size_t(rest) * W.cols * 2);
+  }
+  s.split.calls++;
+  s.stats.split_calls++;
+  s.stats.cpu_spill_bytes += uint64_t(rest) * W.cols * 2;
+  return true;
 }
 
 void gpu_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
@@ -429,7 +518,11 @@ void gpu_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
   WeightPiece w{W.w, size_t(W.rows) * size_t(W.cols) * 2, W.owner};
   plan_weight(s, w);
   auto cpu = [&] { on_cpu(s, lock, w.bytes, [&] { s.cpu->matmul_bf16(W, X, n, Y); }); };
-  if (!w.dev && s.limits.cpu_spill) return cpu();  // not on the GPU: the CPU from RAM
+  if (!w.dev && s.limits.cpu_spill) {  // not on the GPU: the CPU from RAM (and the GPU over the bus, split)
+    s.arena.want = 0;  // the whole matrix was planned: the split plans its part
+    if (s.limits.split_spill && is_pinned(s, w.host, w.bytes) && split_matmul_bf16(s, W, X, n, Y)) return;
+    return cpu();
+  }
   const CallTimer timer{s};
   s.arena.plan(size_t(n) * W.cols * sizeof(float));
   s.arena.plan(size_t(n) * W.rows * sizeof(float));
@@ -1089,6 +1182,7 @@ EntryStats entry_stats() {
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   EntryStats r = s.stats;
+  r.split_share = s.limits.split_spill ? split_share(s) : 0.0;
   std::lock_guard<std::mutex> lock2(s.pinned_mu);
   r.pinned_host_bytes = s.pinned_bytes;
   return r;

@@ -84,6 +84,8 @@ struct EntryStats {
   uint64_t dsa_calls = 0;         // K3.1 indexer selections scored on the GPU
   uint64_t state_bytes = 0;       // VRAM the sequence-state copies (KDA states, MLA caches) hold now
   uint64_t cpu_spill_calls = 0;   // products the CPU entry ran on a weight the GPU does not hold (VramLimits)
+  uint64_t split_calls = 0;       // products split between the GPU and the CPU (VramLimits::split_spill)
+  double split_share = 0;         // the GPU's share of their rows now
   uint64_t cpu_spill_bytes = 0;   // their weight bytes
 };
 EntryStats entry_stats();
