@@ -3,5 +3,6 @@
 # dir) and raw HTTP clients against the fixture model, under node --test.
 add_test(NAME serve_openai_npm
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/serve/run.sh $<TARGET_FILE:sluice>
-          ${CMAKE_SOURCE_DIR}/tests/fixtures/k3-tiny/model ${CMAKE_BINARY_DIR}/npm-serve)
+          ${CMAKE_SOURCE_DIR}/tests/fixtures/k3-tiny/model ${CMAKE_BINARY_DIR}/npm-serve
+          $<IF:$<BOOL:${SLUICE_SANITIZE}>,1,0>)
 set_tests_properties(serve_openai_npm PROPERTIES LABELS "server;slow" TIMEOUT 900)

@@ -490,7 +490,8 @@ int run_plan(const PlanArgs& a) {
   print_estimate(a, ck, spine_what, p, e);
   if (a.gpu.given())
     print_plan_gpu(a.gpu, model->placement_request(p),
-                   {e.r.bf16_gbps * e.scale, e.r.mxfp4_gbps * e.scale, e.disk.gbps, e.hit.rate});
+                   {e.r.bf16_gbps * e.scale, e.r.mxfp4_gbps * e.scale, e.disk.gbps, e.hit.rate,
+                    kernels::measure_copy_gbps(0.1)});
   return 0;
 }
 

@@ -81,14 +81,17 @@ void print_plan_gpu(const PlanGpuArgs& a, const PlacementRequest& request, const
   rates.pcie_gbps = a.pcie_gbps > 0 ? a.pcie_gbps : g.pcie_gbps;
   rates.gpu_gemv_gbps = g.memory_gbps * kGemvOfBandwidth;
   rates.cpu_gbps = host.cpu_bf16_gbps, rates.cpu_mxfp4_gbps = host.cpu_mxfp4_gbps, rates.disk_gbps = host.disk_gbps;
+  rates.staging_gbps = host.copy_gbps;
   const Placement pl = plan_placement(r, rates);
   std::printf("gpu          %s; --vram %.1f GB; GEMVs at %.0f GB/s (%.2f of its memory bandwidth), host → device "
               "%.1f GB/s%s\n",
               g.what, double(r.vram) / 1e9, rates.gpu_gemv_gbps, kGemvOfBandwidth, rates.pcie_gbps,
               a.pcie_gbps > 0 ? " (--pcie-gbps)" : "");
   std::printf("placement    %s\n", describe_placement(pl, r.layers).c_str());
-  std::printf("with GPU     %s (CPU %.1f GB/s bf16, %.1f GB/s MXFP4; disk %.2f GB/s; RAM hit rate %.2f)\n",
-              describe_projection(pl).c_str(), host.cpu_bf16_gbps, host.cpu_mxfp4_gbps, host.disk_gbps, host.ram_hit);
+  std::printf("with GPU     %s (CPU %.1f GB/s bf16, %.1f GB/s MXFP4, one thread's copy %.1f GB/s; disk %.2f GB/s; "
+              "RAM hit rate %.2f)\n",
+              describe_projection(pl).c_str(), host.cpu_bf16_gbps, host.cpu_mxfp4_gbps, host.copy_gbps, host.disk_gbps,
+              host.ram_hit);
 }
 
 }  // namespace sluice::cli

@@ -32,6 +32,7 @@ void add_plan_gpu_options(CLI::App& sub, PlanGpuArgs& a);
 // This machine's CPU and disk for the GPU lines.
 struct PlanHostRates {
   double cpu_bf16_gbps = 0, cpu_mxfp4_gbps = 0, disk_gbps = 0, ram_hit = 0;
+  double copy_gbps = 0;  // one thread's host copy (kernels::measure_copy_gbps): staged uploads; 0 not measured
 };
 
 // Prints the "placement" line (what is on the GPU, what the CPU computes) and

@@ -317,6 +317,17 @@ Stripe read_stripe(const std::string& dir) {
   return s;
 }
 
+namespace {
+// A [layer][expert] table shaped like ck.experts, made on first use (most
+// models have no stripe, or no copies, and keep it empty).
+template <class T>
+void size_like_experts(std::vector<std::vector<T>>& table, const Checkpoint& ck) {
+  if (!table.empty()) return;
+  table.resize(ck.experts.size());
+  for (size_t l = 0; l < ck.experts.size(); l++) table[l].resize(ck.experts[l].size());
+}
+}  // namespace
+
 StripeUse apply_stripe(Checkpoint& ck) {
   StripeUse u;
   const std::string manifest = stripe_manifest_path(ck.dir);
@@ -352,10 +363,7 @@ StripeUse apply_stripe(Checkpoint& ck) {
     for (size_t i = 0; i < f.experts.size(); i++) {
       const int e = f.experts[i];
       if (e < 0 || e >= int(ck.experts[size_t(f.layer)].size())) fail(manifest, "stripe names expert " + std::to_string(e));
-      if (u.shard_spans.empty()) {
-        u.shard_spans.resize(ck.experts.size());
-        for (size_t l = 0; l < ck.experts.size(); l++) u.shard_spans[l].resize(ck.experts[l].size());
-      }
+      size_like_experts(u.shard_spans, ck);
       const FileSpan here{id, s.stride * i, s.span_bytes};
       FileSpan& shard = u.shard_spans[size_t(f.layer)][size_t(e)];
       if (shard.length == 0) {  // its first drive copy: the one ck points at
@@ -363,10 +371,7 @@ StripeUse apply_stripe(Checkpoint& ck) {
         ck.experts[size_t(f.layer)][size_t(e)] = here;
         continue;
       }
-      if (u.copy_spans.empty()) {
-        u.copy_spans.resize(ck.experts.size());
-        for (size_t l = 0; l < ck.experts.size(); l++) u.copy_spans[l].resize(ck.experts[l].size());
-      }
+      size_like_experts(u.copy_spans, ck);
       u.copy_spans[size_t(f.layer)][size_t(e)].push_back(here);
     }
     u.files_used++;

@@ -139,6 +139,15 @@ TEST(Placement, UploadSpillIsTheOldWay) {
   const Placement p = plan_placement(r, rates());
   EXPECT_NEAR(p.step_s, p.upload_per_call_s, 1e-9);
   EXPECT_NE(describe_placement(p, 4).find("uploaded per call"), std::string::npos);
+  // The spine's RAM is pageable: its per-call uploads go through the staging at
+  // the slower of a one-thread copy and the bus; experts (pinned) at the bus's.
+  GpuRates g = rates();
+  g.staging_gbps = 10;
+  const Placement staged = plan_placement(r, g);
+  EXPECT_NEAR(staged.spine_cpu_s, 5.5 / 10 + 5.5 / 1000, 1e-9);
+  EXPECT_NEAR(staged.expert_s, p.expert_s, 1e-12);
+  g.staging_gbps = 100;  // a copy faster than the bus: the bus decides
+  EXPECT_NEAR(plan_placement(r, g).spine_cpu_s, p.spine_cpu_s, 1e-12);
 }
 
 // Split: the CPU's and the bus's rates add on the RAM pieces off the GPU

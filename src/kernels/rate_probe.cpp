@@ -76,6 +76,18 @@ std::vector<uint16_t> gaussian_bf16(size_t n) {
 
 }  // namespace
 
+double measure_copy_gbps(double seconds) {
+  constexpr size_t kBlock = size_t(8) << 20;
+  const int copies = copies_beyond_cache(kBlock);
+  std::vector<uint8_t> from(kBlock * size_t(copies), 1), to(kBlock);
+  for (size_t i = 0; i < from.size(); i += 4096) from[i] = uint8_t(i >> 12);
+  const double r = rate(double(kBlock), copies, std::max(seconds, 0.02), false,
+                        [&](int i) { std::memcpy(to.data(), from.data() + size_t(i) * kBlock, kBlock); }, true);
+  volatile uint8_t sink = to[kBlock - 1];  // the copies' bytes are read: they are not elided
+  (void)sink;
+  return r / 1e9;
+}
+
 KernelRates measure_kernel_rates(int threads, double seconds, int rounds) {
   const int before = num_threads();
   if (threads > 0) set_num_threads(threads);

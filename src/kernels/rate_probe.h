@@ -31,4 +31,10 @@ struct KernelRates {
 // of wall time (what the pool achieves on this machine as it is now).
 KernelRates measure_kernel_rates(int threads, double seconds, int rounds = 8);
 
+// One thread copying 8 MiB blocks from RAM (a working set beyond the caches)
+// into one small destination, bytes per second of wall time for about
+// `seconds`: the rate at which an upload from pageable memory can fill a GPU
+// entry's pinned staging (the CUDA entry copies on the calling thread).
+double measure_copy_gbps(double seconds);
+
 }  // namespace sluice::kernels

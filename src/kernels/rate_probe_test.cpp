@@ -29,5 +29,13 @@ TEST(RateProbe, MeasuresEveryKernelAndRestoresThePool) {
   EXPECT_EQ(measure_kernel_rates(1, 0.04, 0).rounds, 1);  // at least one round
 }
 
+// One thread's copy rate (plan's staged uploads): finite, and more than a
+// trickle on any machine that runs the tests (a memcpy of 8 MiB blocks).
+TEST(RateProbe, CopyRateIsMeasured) {
+  const double g = measure_copy_gbps(0.02);
+  EXPECT_TRUE(std::isfinite(g));
+  EXPECT_GT(g, 0.1);
+}
+
 }  // namespace
 }  // namespace sluice::kernels

@@ -43,14 +43,16 @@ void place_spine(const PlacementRequest& r, uint64_t room, Placement& p) {
 
 void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
   const double gpu = per_byte(g.gpu_gemv_gbps), cpu = per_byte(g.cpu_gbps), pcie = per_byte(g.pcie_gbps);
+  // The spine's RAM is pageable (pinned only for split): per-call uploads are staged.
+  const double staged = std::max(pcie, per_byte(g.staging_gbps));
   const double disk = per_byte(g.disk_gbps), cpu_mx = per_byte(g.cpu_mxfp4_gbps);
   const double e = double(r.expert_bytes);
   const double moe_layers = r.touched > 0 ? double(r.moe_layers) : 0;
   // The spine off the GPU: the CPU's matvec, or the bus and the GPU's
   // (upload), or both at once on shares of the rows (split: the rates add).
   const double both = cpu > 0 && pcie + gpu > 0 ? 1.0 / (1.0 / cpu + 1.0 / (pcie + gpu)) : cpu;
-  const auto off = [&](bool upload) { return upload ? pcie + gpu : p.split_spill ? both : cpu; };
-  const auto off_stream = [&](bool upload) { return upload ? pcie + gpu : cpu; };  // the ring is not pinned
+  const auto off = [&](bool upload) { return upload ? staged + gpu : p.split_spill ? both : cpu; };
+  const auto off_stream = [&](bool upload) { return upload ? staged + gpu : cpu; };  // the ring is not pinned
   if (p.split_spill && cpu > 0 && pcie + gpu > 0) p.gpu_share = both / (pcie + gpu);
   // A bus round trip per run of GPU-computed pieces and per MoE layer's expert
   // group (on the GPU); uploading, every piece is a GPU call.
@@ -101,7 +103,8 @@ Placement plan_placement(const PlacementRequest& r, const GpuRates& rates) {
   Placement p;
   p.vram = r.vram, p.overhead = r.overhead, p.upload_spill = r.upload_spill, p.split_spill = r.split_spill;
   if (r.spill_by_rates && rates.cpu_gbps > 0 && rates.pcie_gbps > 0)
-    p.upload_spill = per_byte(rates.pcie_gbps) + per_byte(rates.gpu_gemv_gbps) < per_byte(rates.cpu_gbps);
+    p.upload_spill = std::max(per_byte(rates.pcie_gbps), per_byte(rates.staging_gbps)) + per_byte(rates.gpu_gemv_gbps) <
+                     per_byte(rates.cpu_gbps);
   p.scratch = r.scratch + kScratchBase;
   p.state = std::min(r.state, kStateCap);
   uint64_t room = 0;

@@ -42,6 +42,8 @@ namespace sluice {
 // Device rates, GB/s (1e9 bytes a second); measured, given or a preset's.
 struct GpuRates {
   double pcie_gbps = 0;      // host → device, pinned
+  double staging_gbps = 0;   // a one-thread host copy: uploads from pageable RAM go through the pinned staging
+                             // at the slower of it and the bus (the spine per call; 0: as pinned)
   double gpu_gemv_gbps = 0;  // weight bytes the GPU's GEMVs read from VRAM
   double cpu_gbps = 0;       // spine bytes the CPU's matvec reads from RAM (its kernel pool)
   double cpu_mxfp4_gbps = 0; // expert bytes the CPU's MXFP4 matvec reads from RAM

@@ -4,7 +4,7 @@
 // columns) j, j+256, j+512, ... of each row, A chunks per row issued before
 // the first is used (R·A loads in flight a thread). Decode launches (one
 // token) take R = 2, A = 2: small blocks, many of them an SM, measured the
-// fastest on every K3 spine shape (docs/kernels.md, "Measured");
+// fastest on every K3 spine shape (docs/kernels-cuda.md, "Measured");
 // passes of 2-4 tokens take R = 4, A = 4 (every activation chunk serves 4
 // rows). set_bf16_tuning picks another decode shape for the benchmark; R and
 // A change the speed, never the bits. Tokens go through in passes of up to

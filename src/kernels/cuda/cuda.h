@@ -8,7 +8,7 @@
 // Nothing here allocates device memory or synchronizes.
 //
 // Exactness: FP32 accumulation in an order that depends only on `cols`
-// (docs/kernels.md, "CUDA kernels"): never on the stream, the launch shape,
+// (docs/kernels-cuda.md): never on the stream, the launch shape,
 // the number of tokens or the other tasks of a grouped call. So
 // matmul(X)[t] is bitwise matvec(X[t]), a grouped call is bitwise the same
 // calls made one by one, and the results differ from ref:: only by summation

@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(kMaxThreads) __maxnreg__(kTok == 1 ? 64 : 72)
 // tile's barrier; the FMAs, the two power-of-two multiplies and the sums are
 // the same operations in the same order as above, so the bits are the same.
 // Measured slower than the register kernel on the H200 (0.37 vs 0.39 of HBM,
-// docs/kernels.md): the limit is the decode's shared-memory pipe, not memory
+// docs/kernels-cuda.md): the limit is the decode's shared-memory pipe, not memory
 // latency. Kept selectable as the base for a cheaper decode.
 // Threads per block by rows per thread: more rows per thread, fewer threads
 // (the ring holds rows × threads words per stage).

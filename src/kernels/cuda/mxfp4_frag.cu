@@ -33,7 +33,7 @@
 // warps arrive and go on. A warp waits once in every 8 units, so none can
 // refill a buffer before its reader has read it. Tokens of a task are units
 // in turn (a token re-reads the weights: prefill does 4 flops a code byte
-// at this kernel's bandwidth). Measured: docs/kernels.md, "Design" and "Measured".
+// at this kernel's bandwidth). Measured: docs/kernels-cuda.md, "Design" and "Measured".
 #include <algorithm>
 
 #include "kernels/cuda/common.cuh"
