@@ -10,7 +10,10 @@
 # the model's experts plus 2 GB), OUT (bench JSONs kept there, one per run:
 # SET-RUN.json; default: not kept), SETS (default "1-drive 2-drive 4-drive
 # unequal"; also 2-copies, 4-copies, unequal-copies: the same drives with
-# `stripe --copies 2`; 4-mirror: four drives, --copies 4). Prints one line per run.
+# `stripe --copies 2`; 4-mirror: four drives, --copies 4; spine-1, spine-2,
+# spine-4: `stripe --spine` on 1, 2 and 4 drives, the experts with 1, 2 and 2
+# copies: give a --ram-budget that streams part of the spine). Prints one line
+# per run; with a striped spine the drives' bytes include the spine's.
 set -euo pipefail
 SLUICE=${1:?usage: drives_bench.sh SLUICE MODEL_DIR [RATE_MB_S] [RUNS] [BENCH ARGS...]}
 MODEL=${2:?model dir}
@@ -43,10 +46,9 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$WORK/mnt"
 
-experts_gb=$(python3 -c "
-import json;c=json.load(open('$MODEL/config.json'));t=c.get('text_config',c)
-print(int(t['num_hidden_layers'])*int(t['num_experts'])*17547264//10**9+1)")
-DRIVE_GB=${DRIVE_GB:-$((experts_gb + 2))}
+# Room for a copy of every expert and the whole spine (stripe --spine on one drive).
+model_gb=$(( $(du -sb "$MODEL" | cut -f1) / 1000000000 + 1 ))
+DRIVE_GB=${DRIVE_GB:-$((model_gb + 2))}
 for i in 0 1 2 3; do
   truncate -s "${DRIVE_GB}G" "$WORK/d$i.img"
   dev=$(losetup --direct-io=on --show -f "$WORK/d$i.img")
@@ -61,7 +63,7 @@ R=$((RATE * 1000000))
 limit "${DEVS[0]}" "$R"
 "$SLUICE" probe --make-file "$WORK/mnt/d0/probe" --make-gb 1 --qd 16 --seconds 3 | tee "$WORK/probe.txt"
 
-run_set() {  # run_set NAME COPIES RATE_MB_S...
+run_set() {  # run_set NAME COPIES RATE_MB_S...   (SPINE=--spine: the spine too)
   local name=$1 copies=$2; shift 2
   local drives="" i=0
   for d in "${DEVS[@]}"; do limit "$d" 0; done
@@ -70,7 +72,7 @@ run_set() {  # run_set NAME COPIES RATE_MB_S...
     drives+="${drives:+,}$WORK/mnt/d$i:$r"
     i=$((i + 1))
   done
-  "$SLUICE" stripe --model "$MODEL" --drives "$drives" --copies "$copies" > /dev/null
+  "$SLUICE" stripe --model "$MODEL" --drives "$drives" --copies "$copies" ${SPINE:-} > /dev/null
   for run in $(seq "$RUNS"); do
     sync; echo 3 > /proc/sys/vm/drop_caches
     "$SLUICE" bench --model "$MODEL" --json "${BENCH_ARGS[@]}" 2> /dev/null > "$WORK/b.json"
@@ -82,7 +84,9 @@ j = json.load(open(path))
 d = j.get("drives", [])
 got = sum(x["gbps"] for x in d)
 ceil = sum(x["ceiling_gbps"] for x in d)
-print(f"{name:8s} run {run}: decode {j['decode_s_per_token']:.3f} s/token (compute {j.get('decode_compute_s_per_token', 0):.3f}), experts {got:.3f} GB/s over "
+spine = j.get("bytes_per_token", {}).get("spine", 0) / 1e9
+print(f"{name:8s} run {run}: decode {j['decode_s_per_token']:.3f} s/token (compute {j.get('decode_compute_s_per_token', 0):.3f}, "
+      f"spine streamed {spine:.2f} GB/token), drives read {got:.3f} GB/s over "
       f"{len(d)} drives (ceilings {' + '.join('%.3f' % x['ceiling_gbps'] for x in d)} = {ceil:.3f}), "
       f"io_efficiency {j['io_efficiency']:.3f}", flush=True)
 PY
@@ -99,6 +103,9 @@ for set in ${SETS:-1-drive 2-drive 4-drive unequal}; do
     4-copies) run_set 4-copies 2 "$RATE" "$RATE" "$RATE" "$RATE" ;;
     unequal-copies) run_set unequal-copies 2 "$RATE" $((RATE / 2)) ;;
     4-mirror) run_set 4-mirror 4 "$RATE" "$RATE" "$RATE" "$RATE" ;;
+    spine-1) SPINE=--spine run_set spine-1 1 "$RATE" ;;
+    spine-2) SPINE=--spine run_set spine-2 2 "$RATE" "$RATE" ;;
+    spine-4) SPINE=--spine run_set spine-4 2 "$RATE" "$RATE" "$RATE" "$RATE" ;;
     *) echo "drives_bench.sh: unknown set $set" >&2; exit 1 ;;
   esac
 done

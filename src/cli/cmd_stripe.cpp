@@ -1,5 +1,5 @@
 // sluice stripe — lays a model's routed experts over several drives (io/stripe.h).
-//   sluice stripe --model DIR --drives PATH[:WEIGHT],PATH[:WEIGHT],... [--copies N]
+//   sluice stripe --model DIR --drives PATH[:WEIGHT],PATH[:WEIGHT],... [--copies N] [--spine]
 // A drive's weight defaults to its O_DIRECT rate saved by `sluice probe --save`
 // (or measured now on a scratch file there, and saved). Progress on stderr;
 // "up to date" when the stripe is already there; a killed run resumes.
@@ -22,7 +22,7 @@ namespace {
 struct StripeArgs {
   std::string model, drives;
   int copies = 1;
-  bool allow_unknown = false;
+  bool spine = false, allow_unknown = false;
 };
 
 // The drive's O_DIRECT rate: saved by an earlier probe, else measured on a
@@ -66,14 +66,14 @@ int run_stripe(const StripeArgs& a) {
     if (pct < 100 && shown >= 0 && pct - shown < (tty ? 1 : 10)) return;
     shown = pct;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "%sstripe: %.2f / %.2f GB of experts (%.0f%%), %.0f MB/s%s", tty ? "\r" : "", double(done) / 1e9,
-                 double(total) / 1e9, total ? 100.0 * double(done) / double(total) : 100.0,
+    std::fprintf(stderr, "%sstripe: %.2f / %.2f GB of %s (%.0f%%), %.0f MB/s%s", tty ? "\r" : "", double(done) / 1e9,
+                 double(total) / 1e9, a.spine ? "experts and spine" : "experts", total ? 100.0 * double(done) / double(total) : 100.0,
                  s > 0 ? double(done) / s / 1e6 : 0.0, tty ? "" : "\n");
-  });
+  }, a.spine);
   if (tty) std::fprintf(stderr, "\n");
   for (size_t d = 0; d < drives.size(); d++)
-    std::printf("drive %zu: %s (weight %.3g): %.3f GB of experts\n", d, drives[d].path.c_str(), drives[d].weight,
-                double(r.drive_bytes[d]) / 1e9);
+    std::printf("drive %zu: %s (weight %.3g): %.3f GB of %s\n", d, drives[d].path.c_str(), drives[d].weight,
+                double(r.drive_bytes[d]) / 1e9, a.spine ? "experts and spine" : "experts");
   if (r.up_to_date)
     std::printf("up to date %s\n", stripe_manifest_path(ck.dir).c_str());
   else
@@ -95,6 +95,9 @@ Command reg("stripe", "Lay the routed experts over several drives, read at the s
                              "busy copy, so a token's randomly routed experts load the drives evenly (that many "
                              "times the disk space)")
                   ->check(CLI::Range(1, 64));
+              sub.add_flag("--spine", a->spine,
+                           "Lay the spine's tensors over the drives too (one copy each): the part of the spine that "
+                           "streams then reads at the drives' summed rate (a spine pack is read from its own file)");
               add_allow_unknown_option(sub, a->allow_unknown);
               *action = [a] { return run_stripe(*a); };
             });

@@ -281,8 +281,9 @@ DecodeRecord decode_steps(Model& m, const ModelIo& mio, Session& s, int next, co
   for (int i = 0; i < opt.decode_tokens; i++) {
     log.clear();
     const ExpertStats before = mio.experts->stats();
+    const SpanStreamStats spine_before = mio.spine->stream_stats();
     d.steps.push_back(decode_step(m, mio, s, &next));
-    if (i > 0) drives.add_step(before, mio.experts->stats());
+    if (i > 0) drives.add_step(before, mio.experts->stats(), spine_before, mio.spine->stream_stats());
     // After every step (the first too: it brackets the first steady step).
     if (opt.replay) {
       d.replays.push_back(replayer.run(log));

@@ -19,12 +19,14 @@ BenchDrives::BenchDrives(const Model& m) {
   if (drive_of_file_.empty()) drives_.clear();  // --no-stripe, or a stale stripe
 }
 
-void BenchDrives::add_step(const ExpertStats& before, const ExpertStats& after) {
-  for (const auto& [file, drive] : drive_of_file_) {
-    const size_t f = size_t(file);
-    const uint64_t b = f < before.file_bytes_read.size() ? before.file_bytes_read[f] : 0;
-    if (f < after.file_bytes_read.size()) drives_[drive].bytes += after.file_bytes_read[f] - b;
-  }
+void BenchDrives::add_step(const ExpertStats& before, const ExpertStats& after, const SpanStreamStats& spine_before,
+                           const SpanStreamStats& spine_after) {
+  const auto grew = [](const std::vector<uint64_t>& b, const std::vector<uint64_t>& a, size_t f) -> uint64_t {
+    return f < a.size() ? a[f] - (f < b.size() ? b[f] : 0) : 0;
+  };
+  for (const auto& [file, drive] : drive_of_file_)
+    drives_[drive].bytes += grew(before.file_bytes_read, after.file_bytes_read, size_t(file)) +
+                            grew(spine_before.file_bytes, spine_after.file_bytes, size_t(file));
 }
 
 void BenchDrives::probe(const ProbeOptions& po) {

@@ -12,6 +12,7 @@
 
 #include "io/bandwidth_probe.h"
 #include "io/expert_source.h"
+#include "io/span_stream.h"
 #include "model/model.h"
 
 namespace sluice {
@@ -24,7 +25,10 @@ class BenchDrives {
   // One steady step: the expert source's stats before and after it (the
   // bytes each drive file delivered; reads withdrawn before they started
   // count nothing).
-  void add_step(const ExpertStats& before, const ExpertStats& after);
+  // With a striped spine (stripe --spine) the spine stream's bytes from each
+  // drive file count too (its stats before and after the step).
+  void add_step(const ExpertStats& before, const ExpertStats& after, const SpanStreamStats& spine_before = {},
+                const SpanStreamStats& spine_after = {});
   // Each drive's ceiling: random span reads of its files, `po` as the bench's probe.
   void probe(const ProbeOptions& po);
   double ceiling_gbps() const;

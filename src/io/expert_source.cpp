@@ -340,8 +340,8 @@ class DirectExperts : public ExpertSource {
 
   // Starts a guess's read of (layer, e) into `slot` (as Waiting::slot).
   void read_guess(int layer, int e, int slot) {
-    const FileSpan& s = span_of(layer, e);
-    const uint64_t t = reader_.submit(s.file, s.offset, s.length, destination(slot));
+    FileSpan s;
+    const uint64_t t = submit_expert(layer, e, destination(slot), /*urgent=*/false, &s);
     if (log_) log_->push_back({layer - 1, s});  // issued by the fetch of layer - 1
     if (slot >= 0) slot_ticket_[slot] = t;
     waiting_[t] = {0, slot, false, layer, e, s.file};
@@ -665,20 +665,20 @@ class DirectExperts : public ExpertSource {
   void submit_needed(int layer, std::span<const int> experts, std::deque<size_t>& to_read, size_t& outstanding) {
     while (!to_read.empty()) {
       const size_t i = to_read.front();
-      const FileSpan& s = span_of(layer, experts[i]);
       int slot = claim_slot(layer, experts[i]);  // pinned when >= 0
       // No buffer free: wait for one of ours to land (never for a guess's:
       // with nothing of ours in flight, take one more buffer instead).
       if (slot < 0 && free_bypass_.empty() && bypass_.size() >= max_bypass_ && outstanding > 0) break;
       to_read.pop_front();
       uint64_t t;
+      FileSpan s;
       // Needed now: ahead of every guess not yet started.
       if (slot >= 0) {
-        t = reader_.submit(s.file, s.offset, s.length, cache_.slot_buffer(slot), /*urgent=*/true);
+        t = submit_expert(layer, experts[i], cache_.slot_buffer(slot), /*urgent=*/true, &s);
         slot_ticket_[slot] = t;
       } else {
         const int b = take_bypass_buffer();
-        t = reader_.submit(s.file, s.offset, s.length, bypass_[size_t(b)].bytes(), /*urgent=*/true);
+        t = submit_expert(layer, experts[i], bypass_[size_t(b)].bytes(), /*urgent=*/true, &s);
         slot = -2 - b;  // a bypass buffer, not a cache slot
       }
       if (log_) log_->push_back({layer, s});
@@ -766,6 +766,25 @@ class DirectExperts : public ExpertSource {
     return best ? *best : shard_spans_[size_t(layer)][size_t(expert)];
   }
 
+  // Starts the read of (layer, e) into dest from span_of's choice (*from);
+  // with copies, the other copies not failed join it, so each chunk comes
+  // from whichever copy's drive frees first (SpanReader::submit_copies): a
+  // layer's reads then split evenly over the drives however many experts
+  // each drive was picked for.
+  uint64_t submit_expert(int layer, int e, std::span<uint8_t> dest, bool urgent, FileSpan* from) {
+    const FileSpan first = span_of(layer, e);
+    *from = first;
+    if (copy_spans_.empty() || copy_spans_[size_t(layer)][size_t(e)].empty())
+      return reader_.submit(first.file, first.offset, first.length, dest, urgent);
+    std::vector<FileSpan> all{first};
+    auto add = [&](const FileSpan& c) {
+      if (c.file != first.file && !failed_files_.count(c.file)) all.push_back(c);
+    };
+    add(ck_.experts[size_t(layer)][size_t(e)]);
+    for (const FileSpan& c : copy_spans_[size_t(layer)][size_t(e)]) add(c);
+    return reader_.submit_copies(all, dest, urgent);
+  }
+
   // A read of our own failed (SpanError e, for w): when it came from a drive
   // file of a stripe whose expert is still in the shards, says so once per
   // file, reads every expert of that file from its other copies (or the
@@ -774,15 +793,17 @@ class DirectExperts : public ExpertSource {
   // (base/read_fault.h: /health reports it).
   bool read_again_elsewhere(const SpanError& e, Waiting w) {
     if (w.layer < 0 || shard_spans_.empty()) return false;
-    const int from = w.file >= 0 ? w.file : ck_.experts[size_t(w.layer)][size_t(w.expert)].file;
+    const int from = e.file >= 0   ? e.file
+                     : w.file >= 0 ? w.file
+                                   : ck_.experts[size_t(w.layer)][size_t(w.expert)].file;
     const FileSpan& shard = shard_spans_[size_t(w.layer)][size_t(w.expert)];
     if (shard.length == 0 || from == shard.file) return false;
     const bool first = failed_files_.insert(from).second;  // reads already in flight fail too: say it once
-    const FileSpan to = span_of(w.layer, w.expert);  // not `from` now
+    FileSpan to;
+    const uint64_t t = submit_expert(w.layer, w.expert, destination(w.slot), /*urgent=*/true, &to);  // not `from` now
     if (first && on_warning_)
       on_warning_(std::string(e.what()) + "; reading the experts of " + ck_.shard_paths[size_t(from)] + " from " +
                   (copy_spans_.empty() ? "the shards" : "their other copies (or the shards)") + " from now on");
-    const uint64_t t = reader_.submit(to.file, to.offset, to.length, destination(w.slot), /*urgent=*/true);
     w.file = to.file;
     if (w.slot >= 0) slot_ticket_[w.slot] = t;
     waiting_.erase(e.ticket);
@@ -835,6 +856,8 @@ class DirectExperts : public ExpertSource {
     r.queue_depth = std::max(1, o.queue_depth);
     r.device_depths = o.device_depths;
     r.file_devices = o.file_devices;
+    r.device_weights.push_back(1.0);  // device 0: the shards
+    r.device_weights.insert(r.device_weights.end(), o.device_weights.begin(), o.device_weights.end());
     return r;
   }
   static ExpertCacheOptions cache_options(const Checkpoint& ck, const DirectSourceOptions& o) {

@@ -58,8 +58,15 @@ struct FileEntry {
   uint64_t bytes_read = 0;
 };
 
+// Another file holding the same span (submit_copies): chunks may come from it.
+struct Copy {
+  int file = 0;
+  uint64_t astart = 0;  // its aligned start
+};
+
 struct Request {
   int file = 0;
+  std::vector<Copy> copies;  // other files holding the span; empty: only `file`
   uint64_t offset = 0, length = 0;
   uint64_t astart = 0;    // aligned start in the file
   uint64_t alen = 0;      // aligned superset length
@@ -73,10 +80,12 @@ struct Request {
   bool urgent = false;
   bool cut = false;  // cut(): nothing more is issued, and no data is handed back
   std::string error;
+  int failed_file = -1;  // the file whose read failed
 };
 
 struct Op {
   uint64_t ticket = 0;
+  int file = 0;  // the request's file or one of its copies
   int device = 0;
   int fd = -1;
   uint64_t start = 0;  // absolute file offset of the chunk
@@ -93,6 +102,7 @@ struct Result {
   uint64_t length = 0;
   AlignedBuffer owned;
   std::string error;
+  int failed_file = -1;
   bool cut = false;
 };
 
@@ -237,7 +247,8 @@ struct SpanReader::Impl {
     if (broken) fail("span reader", "unusable after an earlier stall; destroy it");
   }
 
-  uint64_t submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest, bool urgent) {
+  uint64_t submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest, bool urgent,
+                  std::span<const FileSpan> copies = {}) {
     check_usable();
     if (file < 0 || file >= int(files.size()))
       fail("span reader", "submit: no file with id " + std::to_string(file));
@@ -269,6 +280,10 @@ struct SpanReader::Impl {
       fail(files[size_t(file)].path, "submit: destination of " + std::to_string(dest.size()) +
                                          " bytes is smaller than the " + span_text(offset, length));
     }
+    for (const FileSpan& c : copies)
+      if (c.file >= 0 && c.file < int(files.size()) && c.file != file && c.length == length &&
+          c.offset % kIoAlign == offset % kIoAlign && files[size_t(c.file)].direct && files[size_t(file)].direct)
+        r.copies.push_back({c.file, align_down(c.offset, kIoAlign)});
     requests.emplace(ticket, std::move(r));
     if (urgent) {
       // Behind other urgent spans, ahead of the rest (a partly issued
@@ -347,18 +362,21 @@ struct SpanReader::Impl {
         continue;
       }
       Request& r = it->second;
-      const int dev = files[size_t(r.file)].device;
-      if (device_running[size_t(dev)] >= device_depth[size_t(dev)]) {
+      const uint64_t len = std::min(opt.chunk_bytes, r.alen - r.next_issue);
+      const Copy from = pick_copy(r, len);
+      if (from.file < 0) {  // every device holding it has its queue full
         ++at;
         continue;
       }
+      const int dev = files[size_t(from.file)].device;
       int i = free_ops.back();
       free_ops.pop_back();
       Op& o = ops[size_t(i)];
       o.ticket = it->first;
+      o.file = from.file;
       o.device = dev;
-      o.start = r.astart + r.next_issue;
-      o.len = std::min(opt.chunk_bytes, r.alen - r.next_issue);
+      o.start = from.astart + r.next_issue;
+      o.len = len;
       o.need = std::min(o.len, r.need_end - r.next_issue);
       o.buf = r.target + r.next_issue;
       o.done = 0;
@@ -375,11 +393,36 @@ struct SpanReader::Impl {
     flush();
   }
 
+  double device_weight(int dev) const {
+    const double w = size_t(dev) < opt.device_weights.size() ? opt.device_weights[size_t(dev)] : 0;
+    return w > 0 ? w : 1.0;
+  }
+
+  // Where the next chunk (len bytes) of r is read from: its file, or with
+  // copies the one whose device would finish it first (the request's own
+  // file on a tie). file -1: that device has its queue full, and the chunk
+  // waits for it rather than go to a device that would finish it later (a
+  // slow drive with free slots would otherwise take every chunk a fast one
+  // has no slot for, and hold the span's end back).
+  Copy pick_copy(const Request& r, uint64_t len) const {
+    Copy best{-1, 0};
+    double soonest = 0;
+    auto consider = [&](const Copy& c) {
+      const int dev = files[size_t(c.file)].device;
+      const double done = double(device_running_bytes[size_t(dev)] + len) / device_weight(dev);
+      if (best.file < 0 || done < soonest) best = c, soonest = done;
+    };
+    consider({r.file, r.astart});
+    for (const Copy& c : r.copies) consider(c);
+    const int dev = files[size_t(best.file)].device;
+    if (device_running[size_t(dev)] >= device_depth[size_t(dev)]) return {-1, 0};
+    return best;
+  }
+
   // Starts (or restarts, after a short read) op i from byte `done`.
   void issue(int i) {
     Op& o = ops[size_t(i)];
-    const Request& r = requests.at(o.ticket);
-    FileEntry& f = files[size_t(r.file)];
+    FileEntry& f = files[size_t(o.file)];
     if (f.reopen && o.done == 0) reopen(f);
     o.fd = f.fd;
     engine->queue(i, o.fd, o.buf + o.done, o.len - o.done, o.start + o.done);
@@ -392,10 +435,11 @@ struct SpanReader::Impl {
     }
   }
 
-  void fail_request(Request& r, const std::string& msg) {
-    FileEntry& f = files[size_t(r.file)];
+  void fail_request(Request& r, int file, const std::string& msg) {
+    FileEntry& f = files[size_t(file)];
     if (r.error.empty()) {
       r.error = f.path + ": " + msg;
+      r.failed_file = file;
       note_read_failure(r.error);
     }
     f.reopen = true;
@@ -405,7 +449,7 @@ struct SpanReader::Impl {
   void on_op_done(int i, int64_t res) {
     Op& o = ops[size_t(i)];
     Request& r = requests.at(o.ticket);
-    FileEntry& f = files[size_t(r.file)];
+    FileEntry& f = files[size_t(o.file)];
     res = read_fault(f.path, o.start + o.done, o.len - o.done, res);
     bool op_over = true;
     if (res < 0) {
@@ -413,12 +457,12 @@ struct SpanReader::Impl {
       bool retry = o.retries++ < 100;
       if (retry && (e == EINTR || e == EAGAIN)) {
         op_over = false;
-      } else if (retry && e == EINVAL && (f.direct || o.fd != f.fd) && make_buffered(r.file)) {
+      } else if (retry && e == EINVAL && (f.direct || o.fd != f.fd) && make_buffered(o.file)) {
         // The file system took O_DIRECT at open but refuses the read: go buffered
         // (ops that were already in flight on the direct fd land here too).
         op_over = false;
       } else {
-        fail_request(r, "read of " + span_text(r.offset, r.length) + " failed at file offset " +
+        fail_request(r, o.file, "read of " + span_text(r.offset, r.length) + " failed at file offset " +
                             std::to_string(o.start + o.done) + ": " + std::strerror(e));
       }
     } else {
@@ -431,7 +475,7 @@ struct SpanReader::Impl {
         // End of file before the span's end: O_DIRECT returns a partial block only at EOF.
         struct stat st {};
         std::string now_size = fstat(f.fd, &st) == 0 ? std::to_string(st.st_size) : "unknown";
-        fail_request(r, "short read: " + span_text(r.offset, r.length) +
+        fail_request(r, o.file, "short read: " + span_text(r.offset, r.length) +
                             " runs past the end of the file (size now " + now_size + ", " +
                             std::to_string(f.size) + " at open)");
       } else {
@@ -484,6 +528,7 @@ struct SpanReader::Impl {
       stats.bytes_delivered += r.length;
     } else {
       res.error = r.error;
+      res.failed_file = r.failed_file;
       give_back_buffer(std::move(r.buffer));
     }
     results.push_back(std::move(res));
@@ -522,7 +567,7 @@ struct SpanReader::Impl {
   }
 
   Completed deliver(Result&& r) {
-    if (!r.error.empty()) throw SpanError(r.error, r.ticket);
+    if (!r.error.empty()) throw SpanError(r.error, r.ticket, r.failed_file);
     Completed c;
     c.ticket = r.ticket;
     c.cut = r.cut;
@@ -597,6 +642,10 @@ uint64_t SpanReader::direct_capacity(uint64_t length) {
 uint64_t SpanReader::submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest, bool urgent) {
   return impl_->submit(file, offset, length, dest, urgent);
 }
+uint64_t SpanReader::submit_copies(std::span<const FileSpan> copies, std::span<uint8_t> dest, bool urgent) {
+  if (copies.empty()) fail("span reader", "submit_copies: no copy given");
+  return impl_->submit(copies[0].file, copies[0].offset, copies[0].length, dest, urgent, copies.subspan(1));
+}
 bool SpanReader::cancel(uint64_t ticket) { return impl_->cancel(ticket); }
 bool SpanReader::cut(uint64_t ticket) { return impl_->cut(ticket); }
 void SpanReader::progress() { impl_->progress(); }
@@ -608,10 +657,18 @@ int SpanReader::in_flight(int device) const { return impl_->device_running.at(si
 uint64_t SpanReader::queued_bytes(int device) const {
   const Impl& m = *impl_;
   uint64_t n = m.device_running_bytes.at(size_t(device));  // issued chunks, whole
-  for (const uint64_t t : m.pending) {  // chunks not yet issued
+  for (const uint64_t t : m.pending) {  // chunks not yet issued (a span with copies: a share on each)
     auto it = m.requests.find(t);
-    if (it != m.requests.end() && m.files[size_t(it->second.file)].device == device)
-      n += it->second.alen - std::min(it->second.alen, it->second.next_issue);
+    if (it == m.requests.end()) continue;
+    const Request& r = it->second;
+    const uint64_t left = r.alen - std::min(r.alen, r.next_issue);
+    uint64_t holders = 0, here = 0;
+    for (size_t c = 0; c <= r.copies.size(); c++) {
+      const int file = c == 0 ? r.file : r.copies[c - 1].file;
+      holders++;
+      if (m.files[size_t(file)].device == device) here++;
+    }
+    n += left * here / holders;
   }
   return n;
 }

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/file_span.h"
 #include "io/aligned_buffer.h"
 
 namespace sluice {
@@ -53,6 +54,9 @@ struct SpanReaderOptions {
   // i-th path (0 when not given). Reads in flight in all: the sum.
   std::vector<int> device_depths;
   std::vector<int> file_devices;
+  // Device d's read rate relative to the others (empty or 0: 1): where a
+  // span with copies sends each chunk (submit_copies).
+  std::vector<double> device_weights;
   uint64_t chunk_bytes = 4ull << 20;   // split spans into reads of this size (multiple of 4096)
   bool use_io_uring = true;            // false: pread worker threads
   bool use_direct = true;              // false: buffered reads + DONTNEED
@@ -88,8 +92,9 @@ struct Completed {
 // usable; the next read of that file reopens it (a repaired or replaced file
 // then reads fine).
 struct SpanError : Error {
-  SpanError(const std::string& msg, uint64_t t) : Error(msg), ticket(t) {}
+  SpanError(const std::string& msg, uint64_t t, int f = -1) : Error(msg), ticket(t), file(f) {}
   uint64_t ticket = 0;
+  int file = -1;  // the file whose read failed (a span with copies reads from several)
 };
 
 // Whether this process may use io_uring (seccomp and gVisor often forbid it).
@@ -132,6 +137,16 @@ class SpanReader {
   // issued, a partly issued span's rest included (a read the caller waits for
   // overtakes speculative ones); else FIFO.
   uint64_t submit(int file, uint64_t offset, uint64_t length, std::span<uint8_t> dest = {}, bool urgent = false);
+  // The same span held by several files (a stripe's copies: copies[0] as in
+  // submit, then the others, each of the same length): every chunk is read
+  // from whichever copy's device would finish it first, (bytes in flight +
+  // the chunk) / the device's weight, waiting for a slot there when it has
+  // none, so one span spreads over idle drives instead of waiting on the
+  // busiest, and a slow drive takes only its share. A copy
+  // joins only when it is read with O_DIRECT and its offset has the same
+  // place in a 4096-byte block as copies[0]'s (the chunks then land at the
+  // same place in dest); else it is left out.
+  uint64_t submit_copies(std::span<const FileSpan> copies, std::span<uint8_t> dest = {}, bool urgent = false);
   // Withdraws a span none of whose chunks has been issued yet: true, and its
   // ticket is forgotten (never returned), its destination free at once. False
   // when reading has started (it completes as usual) or it already finished.

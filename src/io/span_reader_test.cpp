@@ -466,6 +466,52 @@ TEST(SpanReader, ADeviceWithItsQueueFullHoldsBackOnlyItsOwnSpans) {
   }, {"no device 2", file});
 }
 
+// A span held by two files on two devices (a stripe's copies): its chunks
+// are read from both, the bytes are the span's, and a copy whose offset sits
+// elsewhere in its 4096-byte block is left out. A chunk failing on the copy
+// fails the span naming that file (SpanError::file), not the first one.
+TEST(SpanReader, ASpanWithCopiesIsReadFromEveryCopysDevice) {
+  ScratchDir dir;
+  const std::vector<uint8_t> data = testing::pattern_bytes(1 << 20, 21);
+  std::vector<uint8_t> shifted(data.size() + 8192, 0);  // the span at +8192 in the second copy
+  std::memcpy(shifted.data() + 8192, data.data(), data.size());
+  const std::string a = dir.write("a.bin", data), b = dir.write("b_copy.bin", shifted);
+  for (const Mode& m : {kModes[0], kModes[2]}) {
+    SCOPED_TRACE(m.name);
+    SpanReaderOptions o = options_for(m, /*qd=*/2, /*chunk=*/64 << 10);
+    o.device_depths = {2};
+    o.file_devices = {0, 1};
+    SpanReader reader({a, b}, o);
+    const bool direct = reader.file_is_direct(0) && reader.file_is_direct(1);
+    const FileSpan copies[] = {{0, 4096, 900000}, {1, 4096 + 8192, 900000}};
+    Completed c = reader.wait(reader.submit_copies(copies));
+    ASSERT_EQ(c.length, 900000u);
+    EXPECT_EQ(std::memcmp(c.data, data.data() + 4096, 900000), 0);
+    if (direct) {  // copies join only O_DIRECT reads
+      EXPECT_GT(reader.file_bytes_read(0), 0u);
+      EXPECT_GT(reader.file_bytes_read(1), 0u);
+      EXPECT_LT(reader.file_bytes_read(0), 900000u) << "the first copy read it all";
+    }
+    // Offsets at different places in their blocks: the copy is left out.
+    const uint64_t before = reader.file_bytes_read(1);
+    const FileSpan unaligned[] = {{0, 100, 300000}, {1, 8192 + 200, 300000}};
+    c = reader.wait(reader.submit_copies(unaligned));
+    EXPECT_EQ(std::memcmp(c.data, data.data() + 100, 300000), 0);
+    EXPECT_EQ(reader.file_bytes_read(1), before);
+    if (!direct) continue;
+    clear_read_faults();
+    add_read_fault({FaultKind::eio, "/b_copy.bin", 8192, 1 << 20, -1});
+    try {
+      reader.wait(reader.submit_copies(copies));
+      ADD_FAILURE() << "no error thrown";
+    } catch (const SpanError& e) {
+      EXPECT_EQ(e.file, 1);
+      EXPECT_NE(std::string(e.what()).find(b), std::string::npos) << e.what();
+    }
+    clear_read_faults();
+  }
+}
+
 TEST(SpanReader, OpenErrorsNameThePath) {
   expect_error_naming([] { SpanReader r({"/nonexistent/sluice/x.bin"}); },
                       {"/nonexistent/sluice/x.bin", "cannot open"});

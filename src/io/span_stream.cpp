@@ -221,6 +221,7 @@ void SpanStream::loader_loop(SpanReader& reader) {
     Entry* entry;
     size_t span;     // index in the item
     uint64_t bytes;  // aligned bytes the read moves
+    int file;
   };
   std::unordered_map<uint64_t, Target> tickets;
   std::vector<uint64_t> offsets;
@@ -240,7 +241,7 @@ void SpanStream::loader_loop(SpanReader& reader) {
       for (size_t j = 0; j < item.spans.size(); j++) {
         const FileSpan& s = item.spans[j];
         std::span<uint8_t> dest(ring_.data() + offsets[j], SpanReader::direct_capacity(s.length));
-        tickets[reader.submit(s.file, s.offset, s.length, dest)] = {&e, j, SpanReader::direct_bytes(s.offset, s.length)};
+        tickets[reader.submit(s.file, s.offset, s.length, dest)] = {&e, j, SpanReader::direct_bytes(s.offset, s.length), s.file};
       }
       if (item.spans.empty()) cv_.notify_all();
       load_item_++;
@@ -278,6 +279,8 @@ void SpanStream::loader_loop(SpanReader& reader) {
     if (failed.empty()) {
       e->data[t->second.span] = c.data;
       stats_.bytes_read += t->second.bytes;
+      if (stats_.file_bytes.size() <= size_t(t->second.file)) stats_.file_bytes.resize(size_t(t->second.file) + 1, 0);
+      stats_.file_bytes[size_t(t->second.file)] += t->second.bytes;
     } else if (e->error.empty()) {
       e->error = failed;
       stats_.read_errors++;

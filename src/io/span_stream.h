@@ -58,6 +58,7 @@ struct SpanStreamStats {
   uint64_t read_errors = 0;      // items whose read failed (each failed its pass)
   double consumer_wait_s = 0;    // time acquire() blocked: compute waiting for I/O
   double loader_idle_s = 0;      // time the loader had no read in flight: I/O waiting for ring room
+  std::vector<uint64_t> file_bytes;  // bytes read from each file (by file id; a stripe's per-drive figures)
 };
 
 class SpanStream {

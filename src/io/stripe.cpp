@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <algorithm>
+#include <tuple>
 #include <sstream>
 
 #include "base/atomic_file.h"
@@ -73,19 +74,51 @@ uint64_t trailer_hash(const std::string& path, uint64_t bytes) {
   return h;
 }
 
+// What a drive file holds: bytes of the shards, where each goes in the file,
+// and what to call it in a message.
+struct Part {
+  FileSpan src;
+  uint64_t at = 0;
+};
+
+std::vector<Part> file_parts(const Checkpoint& ck, const Stripe& s, const StripeFile& f) {
+  std::vector<Part> parts;
+  if (f.layer >= 0)
+    for (size_t i = 0; i < f.experts.size(); i++) parts.push_back({ck.experts[size_t(f.layer)][size_t(f.experts[i])], s.stride * i});
+  else
+    for (size_t i = 0; i < f.tensors.size(); i++) parts.push_back({ck.tensor(f.tensors[i]).span(), f.offsets[i]});
+  return parts;
+}
+
+std::string part_name(const StripeFile& f, size_t i) {
+  if (f.layer >= 0) return "expert " + std::to_string(f.experts[i]) + " of layer " + std::to_string(f.layer);
+  return "tensor " + f.tensors[i];
+}
+
+// Parts are copied in blocks of this size (a multiple of 8: the checksum
+// runs over 64-bit words, so blocking does not change it).
+constexpr uint64_t kCopyBlock = 16ull << 20;
+
 void write_file(const Checkpoint& ck, const Stripe& s, StripeFile& f, const std::function<void(uint64_t)>& done) {
   AtomicFile w(f.path, {.temp = f.path + ".tmp." + std::to_string(::getpid())});
   w.reserve(f.bytes);
-  AlignedBuffer buf(s.stride);
+  AlignedBuffer buf(kCopyBlock);
+  const std::vector<uint8_t> zeros(kIoAlign, 0);
+  const auto pad_to = [&](uint64_t at) {
+    while (w.at() < at) w.write(zeros.data(), size_t(std::min<uint64_t>(zeros.size(), at - w.at())));
+  };
   uint64_t h = kFnvBasis;
-  for (int e : f.experts) {
-    const FileSpan& src = ck.experts[size_t(f.layer)][size_t(e)];
-    std::memset(buf.data(), 0, s.stride);
-    read_exact(ck.shard_paths[size_t(src.file)], buf.data(), src.length, src.offset);
-    h = fnv1a64(h, buf.data(), src.length);
-    w.write(buf.data(), s.stride);
-    done(src.length);
+  for (const Part& p : file_parts(ck, s, f)) {
+    pad_to(p.at);
+    for (uint64_t off = 0; off < p.src.length; off += kCopyBlock) {
+      const uint64_t n = std::min(kCopyBlock, p.src.length - off);
+      read_exact(ck.shard_paths[size_t(p.src.file)], buf.data(), n, p.src.offset + off);
+      h = fnv1a64(h, buf.data(), n);
+      w.write(buf.data(), n);
+      done(n);
+    }
   }
+  pad_to(f.bytes - kTrailer);
   uint8_t t[kTrailer];
   std::memcpy(t, &h, 8);
   std::memcpy(t + 8, kTrailerMagic, 8);
@@ -101,6 +134,12 @@ json manifest_json(const Stripe& s, const json& shards) {
   for (const StripeFile& f : s.files)
     j["files"].push_back({{"drive", f.drive}, {"layer", f.layer}, {"experts", f.experts}, {"path", f.path},
                           {"bytes", f.bytes}, {"fnv1a64", hex16(f.hash)}});
+  if (!s.spine_files.empty()) {
+    j["spine_files"] = json::array();
+    for (const StripeFile& f : s.spine_files)
+      j["spine_files"].push_back({{"drive", f.drive}, {"shard", f.shard}, {"tensors", f.tensors}, {"offsets", f.offsets},
+                                  {"path", f.path}, {"bytes", f.bytes}, {"fnv1a64", hex16(f.hash)}});
+  }
   return j;
 }
 
@@ -124,6 +163,7 @@ json read_manifest(const std::string& dir) {
 void remove_unnamed(const Stripe& now, const std::vector<std::string>& folders) {
   std::set<std::string> keep;
   for (const StripeFile& f : now.files) keep.insert(f.path);
+  for (const StripeFile& f : now.spine_files) keep.insert(f.path);
   for (const std::string& folder : folders) {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(folder, ec)) {
@@ -202,7 +242,53 @@ StripedRate striped_rate(const std::string& list, int experts) {
   return r;
 }
 
-Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies) {
+namespace {
+// The spine's tensors (every one outside the routed experts' spans) in the
+// shards' order, each to the drive with the least bytes per weight so far;
+// one file per drive and shard.
+void plan_spine(const Checkpoint& ck, const std::string& stamps, Stripe& s) {
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> experts(ck.shard_paths.size());  // [shard] (start, end)
+  for (const auto& layer : ck.experts)
+    for (const FileSpan& e : layer) experts[size_t(e.file)].push_back({e.offset, e.offset + e.length});
+  for (auto& v : experts) std::sort(v.begin(), v.end());
+  const auto in_an_expert = [&](const TensorInfo& t) {
+    const auto& v = experts[size_t(t.shard)];
+    auto it = std::upper_bound(v.begin(), v.end(), std::make_pair(t.offset, UINT64_MAX));
+    return it != v.begin() && std::prev(it)->first <= t.offset && t.offset + t.nbytes <= std::prev(it)->second;
+  };
+  std::vector<std::pair<const std::string*, const TensorInfo*>> spine;
+  for (const auto& [name, t] : ck.tensors)
+    if (t.nbytes > 0 && !in_an_expert(t)) spine.push_back({&name, &t});
+  std::sort(spine.begin(), spine.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.second->shard, a.second->offset) < std::tie(b.second->shard, b.second->offset);
+  });
+  std::vector<double> load(s.drives.size(), 0);
+  std::map<std::pair<int, int>, StripeFile> files;  // (shard, drive)
+  std::map<std::pair<int, int>, uint64_t> end;
+  for (const auto& [name, t] : spine) {
+    size_t best = 0;
+    for (size_t d = 1; d < s.drives.size(); d++)
+      if ((load[d] + double(t->nbytes)) / s.drives[d].weight < (load[best] + double(t->nbytes)) / s.drives[best].weight) best = d;
+    load[best] += double(t->nbytes);
+    StripeFile& f = files[{t->shard, int(best)}];
+    uint64_t& at = end[{t->shard, int(best)}];
+    f.drive = int(best), f.layer = -1, f.shard = t->shard;
+    f.tensors.push_back(*name);
+    f.offsets.push_back(at);
+    at = align_up(at + t->nbytes, kIoAlign);
+  }
+  for (auto& [key, f] : files) {
+    f.bytes = end[key] + kTrailer;
+    std::string k = stamps + "/spine/" + std::to_string(f.shard);
+    for (const std::string& n : f.tensors) k += "," + n;
+    const uint64_t h = fnv1a64(kFnvBasis, reinterpret_cast<const uint8_t*>(k.data()), k.size());
+    f.path = stripe_folder(s.drives[size_t(f.drive)].path, ck.dir) + "/S" + std::to_string(f.shard) + "." + hex16(h) + ".spans";
+    s.spine_files.push_back(std::move(f));
+  }
+}
+}  // namespace
+
+Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies, bool spine) {
   if (copies < 1 || copies > int(drives.size()))
     fail("--copies", "must be between 1 and the number of drives (" + std::to_string(drives.size()) + "), got " +
                          std::to_string(copies));
@@ -239,12 +325,13 @@ Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives,
       s.files.push_back(std::move(f));
     }
   }
+  if (spine) plan_spine(ck, stamps, s);
   return s;
 }
 
 StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies,
-                          const std::function<void(uint64_t, uint64_t)>& progress) {
-  Stripe s = plan_stripe(ck, drives, copies);
+                          const std::function<void(uint64_t, uint64_t)>& progress, bool spine) {
+  Stripe s = plan_stripe(ck, drives, copies, spine);
   StripeResult r;
   r.drive_bytes.assign(drives.size(), 0);
   std::vector<std::string> old_folders;
@@ -254,6 +341,7 @@ StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& 
     try {
       const json old = read_manifest(ck.dir);
       for (const json& f : old.at("files")) old_paths.insert(f.at("path").get<std::string>());
+      for (const json& f : old.value("spine_files", json::array())) old_paths.insert(f.at("path").get<std::string>());
       old_copies = old.value("copies", 1);
       for (const json& d : old.at("drives"))
         old_folders.push_back(stripe_folder(d.at("path").get<std::string>(), ck.dir));
@@ -261,16 +349,25 @@ StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& 
     }
   }
   uint64_t total = 0, done = 0;
-  for (const StripeFile& f : s.files) total += s.span_bytes * f.experts.size();
-  for (StripeFile& f : s.files) {
+  const auto held = [&](const StripeFile& f) {  // the shards' bytes the file holds
+    uint64_t n = 0;
+    for (const Part& p : file_parts(ck, s, f)) n += p.src.length;
+    return n;
+  };
+  std::vector<StripeFile*> all;
+  for (StripeFile& f : s.files) all.push_back(&f);
+  for (StripeFile& f : s.spine_files) all.push_back(&f);
+  for (const StripeFile* f : all) total += held(*f);
+  for (StripeFile* fp : all) {
+    StripeFile& f = *fp;
     const std::string folder = parent_dir(f.path);
     fs::create_directories(folder);
     remove_dead_temps(folder, base_name(f.path) + ".tmp.");
-    r.drive_bytes[size_t(f.drive)] += s.span_bytes * f.experts.size();
+    r.drive_bytes[size_t(f.drive)] += held(f);
     if (file_has_size(f.path, f.bytes)) {
       f.hash = trailer_hash(f.path, f.bytes);
       r.kept++;
-      done += s.span_bytes * f.experts.size();
+      done += held(f);
       if (progress) progress(done, total);
       continue;
     }
@@ -281,8 +378,8 @@ StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& 
     r.written++;
     r.bytes_written += f.bytes;
   }
-  bool same = old_paths.size() == s.files.size() && old_copies == copies;
-  for (const StripeFile& f : s.files) same = same && old_paths.count(f.path);
+  bool same = old_paths.size() == all.size() && old_copies == copies;
+  for (const StripeFile* f : all) same = same && old_paths.count(f->path);
   r.up_to_date = same && r.written == 0;
   if (!r.up_to_date) write_file_atomic(stripe_manifest_path(ck.dir), manifest_json(s, shard_stamps_json(ck)).dump(1) + "\n");
   for (const StripeDrive& d : drives) old_folders.push_back(stripe_folder(d.path, ck.dir));
@@ -311,6 +408,23 @@ Stripe read_stripe(const std::string& dir) {
         fail(stripe_manifest_path(dir), "stripe manifest is inconsistent (file " + f.path + ")");
       s.files.push_back(std::move(f));
     }
+    for (const json& jf : j.value("spine_files", json::array())) {
+      StripeFile f;
+      f.drive = jf.at("drive").get<int>();
+      f.layer = -1;
+      f.shard = jf.at("shard").get<int>();
+      f.tensors = jf.at("tensors").get<std::vector<std::string>>();
+      f.offsets = jf.at("offsets").get<std::vector<uint64_t>>();
+      f.path = jf.at("path").get<std::string>();
+      f.bytes = jf.at("bytes").get<uint64_t>();
+      f.hash = std::stoull(jf.at("fnv1a64").get<std::string>(), nullptr, 16);
+      bool ok = f.drive >= 0 && f.drive < int(s.drives.size()) && f.tensors.size() == f.offsets.size() &&
+                !f.tensors.empty() && f.bytes >= kTrailer;
+      for (size_t i = 0; ok && i < f.offsets.size(); i++)
+        ok = f.offsets[i] % kIoAlign == 0 && f.offsets[i] < f.bytes - kTrailer && (i == 0 || f.offsets[i] > f.offsets[i - 1]);
+      if (!ok) fail(stripe_manifest_path(dir), "stripe manifest is inconsistent (file " + f.path + ")");
+      s.spine_files.push_back(std::move(f));
+    }
   } catch (const json::exception& e) {
     fail(stripe_manifest_path(dir), std::string("stripe manifest is malformed: ") + e.what());
   }
@@ -328,7 +442,7 @@ void size_like_experts(std::vector<std::vector<T>>& table, const Checkpoint& ck)
 }
 }  // namespace
 
-StripeUse apply_stripe(Checkpoint& ck) {
+StripeUse apply_stripe(Checkpoint& ck, bool spine) {
   StripeUse u;
   const std::string manifest = stripe_manifest_path(ck.dir);
   if (!fs::exists(manifest)) return u;
@@ -341,15 +455,10 @@ StripeUse apply_stripe(Checkpoint& ck) {
   }
   const Stripe s = read_stripe(ck.dir);
   if (s.span_bytes != ck.config.expert_span_bytes()) fail(manifest, "stripe span size differs from the checkpoint's");
-  std::map<int, int> missing;  // drive -> files not usable
+  std::map<int, int> missing, missing_spine;  // drive -> files not usable
   std::map<int, int> device_of_drive;  // drive -> its reader device (1..)
-  for (const StripeFile& f : s.files) {
-    if (f.layer < 0 || f.layer >= int(ck.experts.size()) || ck.experts[size_t(f.layer)].empty())
-      fail(manifest, "stripe names layer " + std::to_string(f.layer) + ", which has no routed experts");
-    if (!file_has_size(f.path, f.bytes)) {
-      missing[f.drive]++;
-      continue;
-    }
+  // A drive file joins ck's file list, read on its drive's own queue; its id.
+  const auto add_file = [&](const StripeFile& f) {
     const int id = int(ck.shard_paths.size());
     ck.shard_paths.push_back(f.path);
     ck.shard_sizes.push_back(f.bytes);
@@ -360,6 +469,16 @@ StripeUse apply_stripe(Checkpoint& ck) {
     }
     u.file_devices.resize(ck.shard_paths.size(), 0);
     u.file_devices[size_t(id)] = device_of_drive[f.drive];
+    return id;
+  };
+  for (const StripeFile& f : s.files) {
+    if (f.layer < 0 || f.layer >= int(ck.experts.size()) || ck.experts[size_t(f.layer)].empty())
+      fail(manifest, "stripe names layer " + std::to_string(f.layer) + ", which has no routed experts");
+    if (!file_has_size(f.path, f.bytes)) {
+      missing[f.drive]++;
+      continue;
+    }
+    const int id = add_file(f);
     for (size_t i = 0; i < f.experts.size(); i++) {
       const int e = f.experts[i];
       if (e < 0 || e >= int(ck.experts[size_t(f.layer)].size())) fail(manifest, "stripe names expert " + std::to_string(e));
@@ -376,10 +495,33 @@ StripeUse apply_stripe(Checkpoint& ck) {
     }
     u.files_used++;
   }
+  if (!spine && !s.spine_files.empty())
+    u.warnings.push_back(manifest + ": the spine is read from the spine pack, not from the stripe's spine files");
+  for (const StripeFile& f : spine ? s.spine_files : std::vector<StripeFile>{}) {
+    for (size_t i = 0; i < f.tensors.size(); i++) {
+      const TensorInfo* t = ck.find(f.tensors[i]);
+      if (!t || t->shard != f.shard || f.offsets[i] + t->nbytes > f.bytes - kTrailer)
+        fail(manifest, "stripe's spine file " + f.path + " does not fit tensor " + f.tensors[i] + " of the checkpoint");
+    }
+    if (!file_has_size(f.path, f.bytes)) {
+      missing_spine[f.drive]++;
+      continue;
+    }
+    const int id = add_file(f);
+    for (size_t i = 0; i < f.tensors.size(); i++) {
+      TensorInfo& t = ck.tensors.at(f.tensors[i]);
+      t.shard = id;
+      t.offset = f.offsets[i];
+      u.spine_tensors++;
+    }
+  }
   for (const auto& [d, n] : missing)
     u.warnings.push_back("drive " + s.drives[size_t(d)].path + ": " + std::to_string(n) +
                          " stripe file(s) missing or cut short; reading their experts from " +
                          (s.copies > 1 ? "their other copies (or the shards)" : "the shards"));
+  for (const auto& [d, n] : missing_spine)
+    u.warnings.push_back("drive " + s.drives[size_t(d)].path + ": " + std::to_string(n) +
+                         " spine stripe file(s) missing or cut short; reading their tensors from the shards");
   return u;
 }
 
@@ -388,16 +530,19 @@ namespace {
 void check_file(const Checkpoint& ck, const Stripe& s, const StripeFile& f) {
   if (!file_has_size(f.path, f.bytes)) fail(f.path, "missing or of the wrong size (drive " + s.drives[size_t(f.drive)].path + ")");
   if (trailer_hash(f.path, f.bytes) != f.hash) fail(f.path, "trailer checksum differs from the manifest's");
-  AlignedBuffer mine(s.stride), theirs(s.stride);
+  AlignedBuffer mine(kCopyBlock), theirs(kCopyBlock);
   uint64_t h = kFnvBasis;
-  for (size_t i = 0; i < f.experts.size(); i++) {
-    const FileSpan& src = ck.experts[size_t(f.layer)][size_t(f.experts[i])];
-    read_exact(f.path, mine.data(), s.span_bytes, s.stride * i);
-    h = fnv1a64(h, mine.data(), s.span_bytes);
-    read_exact(ck.shard_paths[size_t(src.file)], theirs.data(), src.length, src.offset);
-    if (std::memcmp(mine.data(), theirs.data(), s.span_bytes) != 0)
-      fail(f.path, "expert " + std::to_string(f.experts[i]) + " of layer " + std::to_string(f.layer) +
-                       " differs from the shards (drive " + s.drives[size_t(f.drive)].path + ")");
+  const std::vector<Part> parts = file_parts(ck, s, f);
+  for (size_t i = 0; i < parts.size(); i++) {
+    const Part& p = parts[i];
+    for (uint64_t off = 0; off < p.src.length; off += kCopyBlock) {
+      const uint64_t n = std::min(kCopyBlock, p.src.length - off);
+      read_exact(f.path, mine.data(), n, p.at + off);
+      h = fnv1a64(h, mine.data(), n);
+      read_exact(ck.shard_paths[size_t(p.src.file)], theirs.data(), n, p.src.offset + off);
+      if (std::memcmp(mine.data(), theirs.data(), n) != 0)
+        fail(f.path, part_name(f, i) + " differs from the shards (drive " + s.drives[size_t(f.drive)].path + ")");
+    }
   }
   if (h != f.hash) fail(f.path, "bytes fail their checksum");
 }
@@ -408,7 +553,9 @@ std::vector<std::string> verify_stripe(const Checkpoint& ck, bool repair) {
   const Stripe s = read_stripe(ck.dir);
   const std::string stale = shard_stamps_differ(read_manifest(ck.dir).at("shards"), ck);
   if (!stale.empty()) problems.push_back(stripe_manifest_path(ck.dir) + ": stripe is stale (" + stale + ")");
-  for (const StripeFile& f : s.files) {
+  std::vector<StripeFile> all = s.files;
+  all.insert(all.end(), s.spine_files.begin(), s.spine_files.end());
+  for (const StripeFile& f : all) {
     try {
       check_file(ck, s, f);
     } catch (const Error& e) {
@@ -417,7 +564,7 @@ std::vector<std::string> verify_stripe(const Checkpoint& ck, bool repair) {
     }
   }
   if (repair && !problems.empty()) {
-    write_stripe(ck, s.drives, s.copies);
+    write_stripe(ck, s.drives, s.copies, {}, !s.spine_files.empty());
     return verify_stripe(ck, false);
   }
   return problems;
@@ -425,6 +572,8 @@ std::vector<std::string> verify_stripe(const Checkpoint& ck, bool repair) {
 
 int stripe_drive_of(const Stripe& s, const std::string& path) {
   for (const StripeFile& f : s.files)
+    if (f.path == path) return f.drive;
+  for (const StripeFile& f : s.spine_files)
     if (f.path == path) return f.drive;
   return -1;
 }

@@ -13,15 +13,27 @@
 // and the next run writes only the rest.
 //
 // With --copies N (N <= drives) each expert is on N different drives, and
-// every read goes to the copy whose drive has the fewest reads queued: a
-// token's experts, routed at random, then load the drives evenly instead of
-// the busiest drive's share setting the pace (N times the disk space).
+// each chunk of a read comes from the copy whose drive would finish it first
+// (SpanReader::submit_copies): a token's experts, routed at random, then load
+// the drives evenly instead of the busiest drive's share setting the pace
+// (N times the disk space).
+//
+// With --spine the spine's tensors (every tensor outside the routed
+// experts' spans) go over the drives too, each whole at a 4096-aligned offset
+// of one file per drive and shard,
+//   DRIVE/sluice-stripe-<model folder name>/S<shard>.<key>.spans,
+// placed in the shards' order to the drive with the least bytes per weight so
+// far (a layer's tensors alternate drives): the streamed spine then reads at
+// the drives' summed rate, and the resident one loads at it. One copy each
+// (the spine's read order is fixed, so the bytes alone balance the drives);
+// a spine file missing leaves its tensors on the shards, with a warning.
 //
 // DIR/stripe.json (written last, atomically) names them:
 //   {"format": "sluice-stripe", "version": 1, "shards": [shard stamps,
 //    checkpoint/shard_stamp.h], "span_bytes": N, "stride": N, "copies": N,
 //    "drives": [{"path", "weight"}],
-//    "files": [{"drive", "layer", "experts": [e, ...], "path", "bytes", "fnv1a64"}]}
+//    "files": [{"drive", "layer", "experts": [e, ...], "path", "bytes", "fnv1a64"}],
+//    "spine_files": [{"drive", "shard", "tensors": [name, ...], "offsets": [...], "path", "bytes", "fnv1a64"}]}
 // Opening a model applies it (apply_stripe): the experts it places are read
 // from the drive files (appended to the checkpoint's file list); a stale
 // manifest (a shard changed), or a drive file missing or of the wrong size,
@@ -42,8 +54,13 @@ struct StripeDrive {
 };
 
 struct StripeFile {
-  int drive = 0, layer = 0;
+  int drive = 0, layer = 0;  // layer -1: a spine file
   std::vector<int> experts;  // in file order
+  // A spine file: the tensors it holds (checkpoint names) and where each
+  // starts in it (4096-aligned); its shard.
+  std::vector<std::string> tensors;
+  std::vector<uint64_t> offsets;
+  int shard = -1;
   std::string path;
   uint64_t bytes = 0;  // the whole file, trailer included
   uint64_t hash = 0;   // FNV-1a of the span bytes (0 until written or read back)
@@ -54,7 +71,8 @@ struct Stripe {
   std::vector<StripeDrive> drives;
   uint64_t span_bytes = 0, stride = 0;
   int copies = 1;  // drives holding each expert
-  std::vector<StripeFile> files;
+  std::vector<StripeFile> files;        // the experts'
+  std::vector<StripeFile> spine_files;  // --spine: the spine's tensors
 };
 
 // DIR/stripe.json.
@@ -78,21 +96,21 @@ struct StripedRate {
 StripedRate striped_rate(const std::string& list, int experts);
 
 // Where each expert of ck goes (weighted, deterministic; copy c of an expert
-// on the c-th drive after its first), and the files' names. Throws naming
-// --copies unless 1 <= copies <= drives.
-Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies = 1);
+// on the c-th drive after its first), with `spine` each spine tensor too, and
+// the files' names. Throws naming --copies unless 1 <= copies <= drives.
+Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies = 1, bool spine = false);
 
 struct StripeResult {
   bool up_to_date = false;  // the manifest and every file were already there
   int written = 0, kept = 0;
   uint64_t bytes_written = 0;
-  std::vector<uint64_t> drive_bytes;  // span bytes placed on each drive
+  std::vector<uint64_t> drive_bytes;  // span bytes placed on each drive (spine tensors included)
 };
 // Writes the files plan_stripe names that are not there yet, then the
 // manifest; removes the drive files of an earlier stripe of DIR that the new
 // one does not name. progress(done, total) counts span bytes.
 StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies = 1,
-                          const std::function<void(uint64_t, uint64_t)>& progress = {});
+                          const std::function<void(uint64_t, uint64_t)>& progress = {}, bool spine = false);
 
 // Reads DIR/stripe.json; throws naming it when malformed.
 Stripe read_stripe(const std::string& dir);
@@ -100,6 +118,7 @@ Stripe read_stripe(const std::string& dir);
 struct StripeUse {
   bool present = false;  // DIR/stripe.json exists
   int files_used = 0;    // drive files the experts now point at
+  int spine_tensors = 0; // spine tensors now read from a drive (--spine)
   // For one reader queue per drive (io/span_reader.h's devices): the drives
   // the experts now read from, and each of ck's files' device (0: a shard,
   // d: drives[d-1]); both empty when no drive file is used.
@@ -114,10 +133,13 @@ struct StripeUse {
   std::vector<std::vector<std::vector<FileSpan>>> copy_spans;
   std::vector<std::string> warnings;
 };
-// Points ck's expert spans at the drive files of DIR/stripe.json (when there
-// is one): they are appended to ck.shard_paths / shard_sizes. Call after
-// anything that checks the shard list (a spine pack's binding).
-StripeUse apply_stripe(Checkpoint& ck);
+// Points ck's expert spans (and with --spine its spine tensors) at the drive
+// files of DIR/stripe.json (when there is one): they are appended to
+// ck.shard_paths / shard_sizes. Call after anything that checks the shard
+// list (a spine pack's binding), before anything takes tensor locations.
+// spine false (a spine pack is in use: it is read from its own file) leaves
+// the tensors where they are, with a warning when the stripe has spine files.
+StripeUse apply_stripe(Checkpoint& ck, bool spine = true);
 
 // Every drive file: present, its size, its trailer, and its span bytes
 // against the shards' (bit-exact). Returns problems, each naming the file.

@@ -137,6 +137,77 @@ TEST(Stripe, CopiesPutEachExpertOnTwoDrivesAndAnyCopyServes) {
   EXPECT_EQ(logits(t.dir.string(), 0, false), want);
 }
 
+// --spine: every tensor outside the experts' spans goes to a drive too (split
+// by weight), read from there by the resident load and the stream alike: the
+// logits are the unstriped ones, a damaged spine file changes them (so they are
+// read from it) and verify names the tensor; a spine file gone leaves its
+// tensors on the shards with a warning naming the drive; without --spine the
+// stripe is written again without spine files.
+TEST(Stripe, SpineOverTheDrivesGivesTheSameBits) {
+  TempModel t("stripe-test-spine");
+  Drives d("stripe-test-spine-drives");
+  const Checkpoint ck = open_checkpoint(t.dir.string());
+  const StripeResult r = write_stripe(ck, d.two(1, 1), 1, {}, /*spine=*/true);
+  EXPECT_FALSE(r.up_to_date);
+  EXPECT_TRUE(write_stripe(ck, d.two(1, 1), 1, {}, true).up_to_date);
+  EXPECT_TRUE(verify_stripe(ck).empty());
+  const Stripe s = read_stripe(t.dir.string());
+  ASSERT_FALSE(s.spine_files.empty());
+  uint64_t spine_bytes[2] = {0, 0}, in_experts = 0, all = 0;
+  for (const StripeFile& f : s.spine_files)
+    for (const std::string& n : f.tensors) spine_bytes[f.drive] += ck.tensor(n).nbytes;
+  for (const auto& [name, info] : ck.tensors) all += info.nbytes;
+  for (const auto& layer : ck.experts)
+    for (const FileSpan& e : layer) in_experts += e.length;
+  EXPECT_GT(spine_bytes[0], 0u);
+  EXPECT_GT(spine_bytes[1], 0u);
+  EXPECT_EQ(spine_bytes[0] + spine_bytes[1] + in_experts, all) << "every tensor once, in an expert span or a spine file";
+
+  Checkpoint striped = ck;
+  const StripeUse u = apply_stripe(striped);
+  EXPECT_GT(u.spine_tensors, 0);
+  EXPECT_TRUE(u.warnings.empty());
+  for (const StripeFile& f : s.spine_files)
+    for (size_t i = 0; i < f.tensors.size(); i++) {
+      EXPECT_GE(striped.tensor(f.tensors[i]).shard, int(ck.shard_paths.size()));
+      EXPECT_EQ(striped.tensor(f.tensors[i]).offset, f.offsets[i]);
+    }
+  const std::vector<float> want0 = logits(t.dir.string(), 0, true), want2 = logits(t.dir.string(), 2 << 20, true);
+  EXPECT_EQ(logits(t.dir.string(), 0, false), want0);
+  EXPECT_EQ(logits(t.dir.string(), 2 << 20, false), want2);
+
+  // The largest layer tensor's file, damaged: read from there, found by verify.
+  const StripeFile* big = nullptr;
+  size_t at = 0;
+  for (const StripeFile& f : s.spine_files)
+    for (size_t i = 0; i < f.tensors.size(); i++)
+      if (f.tensors[i].find("layers.") != std::string::npos &&
+          (!big || ck.tensor(f.tensors[i]).nbytes > ck.tensor(big->tensors[at]).nbytes))
+        big = &f, at = i;
+  ASSERT_NE(big, nullptr);
+  pack_test::flip_bit(big->path, big->offsets[at] + 6);
+  const auto problems = verify_stripe(ck);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("tensor " + big->tensors[at]), std::string::npos) << problems[0];
+  EXPECT_NE(logits(t.dir.string(), 2 << 20, false), want2);
+  EXPECT_TRUE(verify_stripe(ck, /*repair=*/true).empty());
+  EXPECT_EQ(logits(t.dir.string(), 2 << 20, false), want2);
+
+  fs::remove(big->path);
+  Checkpoint gone = ck;
+  const StripeUse v = apply_stripe(gone);
+  ASSERT_EQ(v.warnings.size(), 1u);
+  EXPECT_NE(v.warnings[0].find("drive " + s.drives[size_t(big->drive)].path), std::string::npos) << v.warnings[0];
+  EXPECT_NE(v.warnings[0].find("spine"), std::string::npos) << v.warnings[0];
+  EXPECT_EQ(gone.tensor(big->tensors[at]).shard, ck.tensor(big->tensors[at]).shard);
+  EXPECT_EQ(logits(t.dir.string(), 2 << 20, false), want2);
+
+  EXPECT_FALSE(write_stripe(ck, d.two(1, 1)).up_to_date);  // no --spine now: the spine files go
+  EXPECT_TRUE(read_stripe(t.dir.string()).spine_files.empty());
+  for (const auto& e : fs::recursive_directory_iterator(d.root))
+    EXPECT_NE(e.path().filename().string().substr(0, 1), "S") << e.path();
+}
+
 TEST(Stripe, FullDiskLeavesTheModelUsableAndTheNextRunResumes) {
   TempModel t("stripe-test-full");
   Drives d("stripe-test-full-drives");

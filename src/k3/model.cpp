@@ -190,19 +190,28 @@ std::unique_ptr<K3Model> open_k3_model(const std::string& dir, const ModelOption
     for (const std::string& f : m->ck.ignored_features) opt.on_warning(ignored_feature_warning(dir, f));
   m->globals = load_global_weights(m->ck);
   m->backend = opt.backend ? opt.backend : &cpu_backend();
-  m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, open_spine_pack(m->ck, opt.spine, opt.spine_pack), m->backend);
+  std::shared_ptr<const Pack> pack = open_spine_pack(m->ck, opt.spine, opt.spine_pack);
+  // After the spine pack's binding check (the stripe's files join the shard
+  // list), before the spine takes its tensors' places (--spine stripes).
+  StripeUse stripe;
+  if (!opt.no_stripe) stripe = apply_stripe(m->ck, /*spine=*/!pack);
+  for (const std::string& w : stripe.warnings)
+    if (opt.on_warning) opt.on_warning(w);
+  m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, std::move(pack), m->backend);
   m->plan = plan_memory(m->ck, *m->spine, opt);
   if (opt.on_plan) opt.on_plan(m->plan);
   if (opt.on_placement) opt.on_placement(placement_request(m->ck, *m->spine, m->plan));
   m->queue_depth = opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(dir);
   m->reader_depth = reader_queue_depth(m->queue_depth, !m->plan.spine_resident);
+  // One queue per drive of a stripe, at that drive's own depth, in the
+  // expert reader and the spine's (its streamed and resident reads).
+  std::vector<int> drive_depths;
+  for (const std::string& drive : stripe.drives)
+    drive_depths.push_back(opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(drive));
   SpanReaderOptions io;
   io.queue_depth = m->reader_depth;
-  // After the spine pack's binding check (the stripe's files join the shard list).
-  StripeUse stripe;
-  if (!opt.no_stripe) stripe = apply_stripe(m->ck);
-  for (const std::string& w : stripe.warnings)
-    if (opt.on_warning) opt.on_warning(w);
+  io.device_depths = drive_depths;
+  io.file_devices = stripe.file_devices;
   std::unique_ptr<ExpertSource> filler = opt.miss_filler ? opt.miss_filler(m->ck) : nullptr;
   if (!filler && (opt.pread_experts || m->ck.config.num_experts == 0)) {
     m->experts = make_pread_expert_source(m->ck);
@@ -211,15 +220,12 @@ std::unique_ptr<K3Model> open_k3_model(const std::string& dir, const ModelOption
     d.cache_bytes = m->plan.expert_cache;
     d.inflight_bytes = m->plan.expert_buffers;
     d.queue_depth = io.queue_depth;
-    // One queue per drive of a stripe, at that drive's own depth (the spine
-    // streams from the shards' drive, never these).
     d.file_devices = stripe.file_devices;
     d.shard_spans = stripe.shard_spans;  // a failing drive's experts: read from the shards
     d.copy_spans = stripe.copy_spans;    // --copies: each read from the drive holding it that finishes first
     d.device_weights = stripe.drive_weights;
     d.on_warning = opt.on_warning;
-    for (const std::string& drive : stripe.drives)
-      d.device_depths.push_back(opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(drive));
+    d.device_depths = drive_depths;
     d.host_memory = {m->backend->register_host, m->backend->unregister_host};  // a GPU entry pins them
     m->experts = make_direct_expert_source(m->ck, d, std::move(filler));
   }
