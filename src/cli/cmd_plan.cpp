@@ -41,6 +41,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,7 @@ struct PlanArgs {
   double guess_waste = 0, guess_recall = 0, lossless_ratio = kLosslessRatio, probe_seconds = 0.6;
   int max_context = 4096, cores = 0, chunk_tokens = 256, probe_rounds = 8;
   bool kernel_probe = false, allow_unknown = false;
+  bool stripe_spine = false;  // --stripe-spine: the spine striped too (stripe --spine)
   PlanGpuArgs gpu;  // --gpu, --vram, --pcie-gbps, ... (cli/plan_gpu.h)
 };
 
@@ -111,8 +113,16 @@ DiskRate measure_disk(const PlanArgs& a, const Checkpoint& ck, uint64_t read_byt
     const StripedRate r = striped_rate(a.disk_gbps, ck.config.num_experts);  // several drives: io/stripe.h
     if (r.drives == 1) return {r.gbps, "given (--disk-gbps)"};
     DiskRate d{r.gbps, "given (--disk-gbps " + a.disk_gbps + ": " + std::to_string(r.drives) + " drives, experts per layer " +
-                        r.placement + "; the spine on the first)"};
-    d.spine_gbps = std::stod(a.disk_gbps.substr(0, a.disk_gbps.find(',')));  // checked by striped_rate
+                        r.placement + (a.stripe_spine ? "; the spine striped over them" : "; the spine on the first") + ")"};
+    // The spine on the first drive, or split by bytes in proportion to the
+    // rates (stripe --spine): read at their sum. The rates are checked by striped_rate.
+    if (a.stripe_spine) {
+      std::stringstream ss(a.disk_gbps);
+      std::string rate;
+      while (std::getline(ss, rate, ',')) d.spine_gbps += std::stod(rate);
+    } else {
+      d.spine_gbps = std::stod(a.disk_gbps.substr(0, a.disk_gbps.find(',')));
+    }
     return d;
   }
   constexpr uint64_t kScratch = 1ull << 30;
@@ -410,8 +420,9 @@ void print_estimate(const PlanArgs& a, const Checkpoint& ck, const std::string& 
   else
     std::printf("disk         %.2f GB/s %s\n", e.disk.gbps, e.disk.how.c_str());
   if (e.disk.spine_gbps > 0)
-    std::printf("I/O floor    %.3f s per token: %.3f GB of spine at %.2f GB/s (the first drive), %.3f GB of experts at %.2f GB/s\n",
-                e.io_floor, gb(e.io_bytes - e.expert_read), e.disk.spine_gbps, gb(e.expert_read), e.disk.gbps);
+    std::printf("I/O floor    %.3f s per token: %.3f GB of spine at %.2f GB/s (%s), %.3f GB of experts at %.2f GB/s\n",
+                e.io_floor, gb(e.io_bytes - e.expert_read), e.disk.spine_gbps,
+                a.stripe_spine ? "striped over the drives" : "the first drive", gb(e.expert_read), e.disk.gbps);
   else
     std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", e.io_floor, gb(e.io_bytes), e.disk.gbps);
   std::printf("kernels      %s %d core%s, %s kernels: bf16 matvec %.2f GB/s, int8 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, "
@@ -526,6 +537,9 @@ Command reg("plan", "What the engine would keep resident, read and compute per t
                              "default 0: every miss read after its router)")
                   ->check(CLI::Range(0.0, 1.0));
               add_allow_unknown_option(sub, a->allow_unknown);
+              sub.add_flag("--stripe-spine", a->stripe_spine,
+                           "With several --disk-gbps rates: the spine striped over the drives too (stripe --spine), "
+                           "its streamed part read at their summed rate, not from the first drive alone");
               sub.add_flag("--kernel-probe", a->kernel_probe,
                            "Compute floor from the kernel probe alone, not the engine's saved measurement");
               sub.add_option("--lossless-ratio", a->lossless_ratio,

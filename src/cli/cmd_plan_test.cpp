@@ -329,6 +329,15 @@ TEST(CliPlan, SeveralDrivesProjectBelowOne) {
   const std::string bad = run(k + " --disk-gbps 7,x", &rc);
   EXPECT_NE(rc, 0);
   EXPECT_NE(bad.find("--disk-gbps"), std::string::npos) << bad;
+  // At 64G the spine streams: from the first drive, or striped (--stripe-spine) at the four's sum.
+  const std::string k64 = "plan --preset k3 --ram 64G --probe-seconds 0.05 --cores 512 --hit-rate 0 --disk-gbps 7,7,7,7";
+  const std::string first = run(k64, &rc);
+  ASSERT_EQ(rc, 0) << first;
+  const std::string striped = run(k64 + " --stripe-spine", &rc);
+  ASSERT_EQ(rc, 0) << striped;
+  EXPECT_NE(first.find("(the first drive)"), std::string::npos) << first;
+  EXPECT_NE(striped.find("at 28.00 GB/s (striped over the drives)"), std::string::npos) << striped;
+  EXPECT_LT(number_after(striped, "I/O floor   "), 0.5 * number_after(first, "I/O floor   ")) << striped;
 }
 
 namespace {
