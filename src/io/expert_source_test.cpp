@@ -14,6 +14,7 @@
 #include "base/read_fault.h"
 #include "checkpoint/checkpoint.h"
 #include "io/aligned_buffer.h"
+#include "io/span_reader.h"
 
 namespace sluice {
 namespace {
@@ -147,6 +148,18 @@ TEST(ExpertSource, IdleDriveHintsAreReadOnlyWithSeveralDrives) {
     }
     for (int i = 0; i < 100; i++) src->pump();
     EXPECT_EQ(src->stats().prefetched, striped ? experts.size() : 0u);
+    // Issued is not landed: on a busy machine wait for the hinted bytes too
+    // (the layer's reads and the three hints, each its aligned superset).
+    uint64_t all = 0;
+    for (int l : {layer, layer + 1})
+      for (int e : experts) {
+        const FileSpan& s = ck.experts.at(size_t(l)).at(size_t(e));
+        all += SpanReader::direct_bytes(s.offset, s.length);
+      }
+    for (int i = 0; striped && i < 5000 && src->stats().bytes_read < all; i++) {
+      src->pump();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     const uint64_t read_before = src->stats().bytes_read;
     EXPECT_EQ(fetch_all(*src, ck, layer + 1, experts), clean_next);
     if (striped) {
