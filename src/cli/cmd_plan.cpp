@@ -41,7 +41,6 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -115,14 +114,8 @@ DiskRate measure_disk(const PlanArgs& a, const Checkpoint& ck, uint64_t read_byt
     DiskRate d{r.gbps, "given (--disk-gbps " + a.disk_gbps + ": " + std::to_string(r.drives) + " drives, experts per layer " +
                         r.placement + (a.stripe_spine ? "; the spine striped over them" : "; the spine on the first") + ")"};
     // The spine on the first drive, or split by bytes in proportion to the
-    // rates (stripe --spine): read at their sum. The rates are checked by striped_rate.
-    if (a.stripe_spine) {
-      std::stringstream ss(a.disk_gbps);
-      std::string rate;
-      while (std::getline(ss, rate, ',')) d.spine_gbps += std::stod(rate);
-    } else {
-      d.spine_gbps = std::stod(a.disk_gbps.substr(0, a.disk_gbps.find(',')));
-    }
+    // rates (stripe --spine): read at their sum.
+    d.spine_gbps = a.stripe_spine ? r.sum_gbps : r.first_gbps;
     return d;
   }
   constexpr uint64_t kScratch = 1ull << 30;

@@ -351,8 +351,9 @@ struct SpanReader::Impl {
   }
 
   // Hands chunks of pending requests to free op slots, then submits them: in
-  // `pending` order, skipping spans whose device has its queue full (its
-  // later spans wait behind them; other devices' spans go ahead).
+  // `pending` order, skipping spans whose device (pick_copy's, with copies)
+  // has its queue full (its later spans wait behind them; other devices'
+  // spans go ahead).
   void pump() {
     for (auto at = pending.begin(); at != pending.end() && !free_ops.empty();) {
       auto it = requests.find(*at);
@@ -364,7 +365,7 @@ struct SpanReader::Impl {
       Request& r = it->second;
       const uint64_t len = std::min(opt.chunk_bytes, r.alen - r.next_issue);
       const Copy from = pick_copy(r, len);
-      if (from.file < 0) {  // every device holding it has its queue full
+      if (from.file < 0) {  // the device it should come from has its queue full
         ++at;
         continue;
       }
@@ -662,13 +663,9 @@ uint64_t SpanReader::queued_bytes(int device) const {
     if (it == m.requests.end()) continue;
     const Request& r = it->second;
     const uint64_t left = r.alen - std::min(r.alen, r.next_issue);
-    uint64_t holders = 0, here = 0;
-    for (size_t c = 0; c <= r.copies.size(); c++) {
-      const int file = c == 0 ? r.file : r.copies[c - 1].file;
-      holders++;
-      if (m.files[size_t(file)].device == device) here++;
-    }
-    n += left * here / holders;
+    uint64_t here = m.files[size_t(r.file)].device == device ? 1 : 0;
+    for (const Copy& c : r.copies) here += m.files[size_t(c.file)].device == device ? 1 : 0;
+    n += left * here / (r.copies.size() + 1);
   }
   return n;
 }

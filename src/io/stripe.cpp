@@ -231,13 +231,15 @@ StripedRate striped_rate(const std::string& list, int experts) {
     rates.push_back(r);
   }
   if (rates.empty()) fail("--disk-gbps", "give one rate per drive, e.g. 7 or 7,7,3.5");
-  if (rates.size() == 1 || experts < 1) return {rates[0], rates.size(), {}};
+  double sum = 0;
+  for (double x : rates) sum += x;
+  if (rates.size() == 1 || experts < 1) return {rates[0], rates.size(), rates[0], sum, {}};
   const std::vector<int> where = place_experts(experts, rates);
   std::vector<int> count(rates.size(), 0);
   for (int d : where) count[size_t(d)]++;
   double slowest = 0;  // a layer's experts arrive when the busiest drive has read its share
   for (size_t d = 0; d < rates.size(); d++) slowest = std::max(slowest, double(count[d]) / rates[d]);
-  StripedRate r{double(experts) / slowest, rates.size(), {}};
+  StripedRate r{double(experts) / slowest, rates.size(), rates[0], sum, {}};
   for (size_t d = 0; d < rates.size(); d++) r.placement += (d ? "/" : "") + std::to_string(count[d]);
   return r;
 }
@@ -349,25 +351,24 @@ StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& 
     }
   }
   uint64_t total = 0, done = 0;
-  const auto held = [&](const StripeFile& f) {  // the shards' bytes the file holds
-    uint64_t n = 0;
-    for (const Part& p : file_parts(ck, s, f)) n += p.src.length;
-    return n;
-  };
   std::vector<StripeFile*> all;
   for (StripeFile& f : s.files) all.push_back(&f);
   for (StripeFile& f : s.spine_files) all.push_back(&f);
-  for (const StripeFile* f : all) total += held(*f);
-  for (StripeFile* fp : all) {
-    StripeFile& f = *fp;
+  std::vector<uint64_t> held(all.size(), 0);  // the shards' bytes each file holds
+  for (size_t i = 0; i < all.size(); i++) {
+    for (const Part& p : file_parts(ck, s, *all[i])) held[i] += p.src.length;
+    total += held[i];
+  }
+  for (size_t i = 0; i < all.size(); i++) {
+    StripeFile& f = *all[i];
     const std::string folder = parent_dir(f.path);
     fs::create_directories(folder);
     remove_dead_temps(folder, base_name(f.path) + ".tmp.");
-    r.drive_bytes[size_t(f.drive)] += held(f);
+    r.drive_bytes[size_t(f.drive)] += held[i];
     if (file_has_size(f.path, f.bytes)) {
       f.hash = trailer_hash(f.path, f.bytes);
       r.kept++;
-      done += held(f);
+      done += held[i];
       if (progress) progress(done, total);
       continue;
     }
@@ -497,7 +498,8 @@ StripeUse apply_stripe(Checkpoint& ck, bool spine) {
   }
   if (!spine && !s.spine_files.empty())
     u.warnings.push_back(manifest + ": the spine is read from the spine pack, not from the stripe's spine files");
-  for (const StripeFile& f : spine ? s.spine_files : std::vector<StripeFile>{}) {
+  for (const StripeFile& f : s.spine_files) {
+    if (!spine) break;
     for (size_t i = 0; i < f.tensors.size(); i++) {
       const TensorInfo* t = ck.find(f.tensors[i]);
       if (!t || t->shard != f.shard || f.offsets[i] + t->nbytes > f.bytes - kTrailer)

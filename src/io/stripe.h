@@ -90,6 +90,7 @@ std::vector<int> place_experts(int experts, const std::vector<double>& weights);
 struct StripedRate {
   double gbps = 0;
   size_t drives = 1;
+  double first_gbps = 0, sum_gbps = 0;  // the first drive's rate (the shards' spine); all of them (a striped spine)
   std::string placement;  // experts per layer on each drive, "128/128/128"; empty for one drive
 };
 // Throws naming --disk-gbps for a rate that is not a positive number.

@@ -41,10 +41,13 @@ void place_spine(const PlacementRequest& r, uint64_t room, Placement& p) {
   p.head_gpu = unit_gpu[size_t(2 * r.layers)];
 }
 
+// Seconds a byte of an upload per call takes on the bus: the spine's RAM is
+// pageable (pinned only for split), so it goes through the staging copy too.
+double staged_per_byte(const GpuRates& g) { return std::max(per_byte(g.pcie_gbps), per_byte(g.staging_gbps)); }
+
 void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
   const double gpu = per_byte(g.gpu_gemv_gbps), cpu = per_byte(g.cpu_gbps), pcie = per_byte(g.pcie_gbps);
-  // The spine's RAM is pageable (pinned only for split): per-call uploads are staged.
-  const double staged = std::max(pcie, per_byte(g.staging_gbps));
+  const double staged = staged_per_byte(g);
   const double disk = per_byte(g.disk_gbps), cpu_mx = per_byte(g.cpu_mxfp4_gbps);
   const double e = double(r.expert_bytes);
   const double moe_layers = r.touched > 0 ? double(r.moe_layers) : 0;
@@ -103,8 +106,7 @@ Placement plan_placement(const PlacementRequest& r, const GpuRates& rates) {
   Placement p;
   p.vram = r.vram, p.overhead = r.overhead, p.upload_spill = r.upload_spill, p.split_spill = r.split_spill;
   if (r.spill_by_rates && rates.cpu_gbps > 0 && rates.pcie_gbps > 0)
-    p.upload_spill = std::max(per_byte(rates.pcie_gbps), per_byte(rates.staging_gbps)) + per_byte(rates.gpu_gemv_gbps) <
-                     per_byte(rates.cpu_gbps);
+    p.upload_spill = staged_per_byte(rates) + per_byte(rates.gpu_gemv_gbps) < per_byte(rates.cpu_gbps);
   p.scratch = r.scratch + kScratchBase;
   p.state = std::min(r.state, kStateCap);
   uint64_t room = 0;
