@@ -5,7 +5,7 @@ add_executable(sluice_fault_proxy ${CMAKE_SOURCE_DIR}/tests/setup/fault_proxy.cp
 target_link_libraries(sluice_fault_proxy PRIVATE Threads::Threads)
 set_target_properties(sluice_fault_proxy PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 
-foreach(name e2e faults kill9 env k31)
+foreach(name e2e faults kill9 env k31 drives)
   add_test(NAME setup.${name}
            COMMAND bash ${CMAKE_SOURCE_DIR}/tests/setup/${name}.sh)
   set(label model)

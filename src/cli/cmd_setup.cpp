@@ -2,7 +2,9 @@
 //   sluice setup --repo ORG/NAME [--revision REV] [--hub URL] --dest DIR --full|--stream
 //                [--max-cache-bytes N] [--jobs N] [--connections N] [--skip-space-check]
 //                [--retries N] [--stall-timeout S] [--backoff-ms MS] [--include GLOB] [--exclude GLOB]
-//                [--pack lossless|int8]
+//                [--pack lossless|int8] [--drives PATH[:WEIGHT],... [--copies N]]
+// --drives (with --full) sends the routed experts straight to a stripe over
+// those drives (hub/setup_drives.h): DEST holds the header and the spine.
 // --pack writes the spine pack (pack/pack.h) once the shards' spine has landed,
 // as `sluice pack` would: a stream install has every spine byte on disk.
 // Progress goes to stderr: one redrawn line on a terminal, a plain line every
@@ -23,6 +25,8 @@
 #include "hub/hf_env.h"
 #include "hub/http_client.h"
 #include "hub/http_setup.h"
+#include "hub/setup_drives.h"
+#include "cli/drives_arg.h"
 #include "cli/model_args.h"
 #include "cli/pack_spine.h"
 
@@ -30,7 +34,8 @@ namespace sluice::cli {
 namespace {
 
 struct SetupArgs {
-  std::string repo, revision = "main", hub, dest, max_cache = "0", pack;
+  std::string repo, revision = "main", hub, dest, max_cache = "0", pack, drives;
+  int copies = 1;
   std::vector<std::string> include, exclude;
   bool full = false, stream = false, skip_space_check = false, allow_unknown = false;
   int jobs = 4, connections = 8, retries = 6, stall_timeout = 30, backoff_ms = 250;
@@ -50,6 +55,7 @@ std::string human_time(double s) {
 
 int run_setup_cmd(const SetupArgs& a) {
   if (a.full == a.stream) fail("setup", "give exactly one of --full or --stream");
+  if (!a.drives.empty() && !a.full) fail("--drives", "needs --full (a stream install's experts stay on the hub)");
   remove_temps_on_signal("setup");  // downloads' .part files stay: the next run resumes them
   SetupOptions o;
   o.source.hub = a.hub.empty() ? hf_endpoint() : a.hub;
@@ -101,15 +107,38 @@ int run_setup_cmd(const SetupArgs& a) {
     std::fflush(stderr);
   };
   SetupResult r;
+  DrivesSetupResult dr;
   try {
-    r = run_setup(o, progress);
+    if (!a.drives.empty()) {
+      const std::vector<StripeDrive> drives = drives_with_rates(a.drives);
+      int shown = -1;
+      dr = run_setup_to_drives(o, drives, a.copies, progress, [&](uint64_t done, uint64_t total) {
+        const int pct = total ? int(100 * done / total) : 100;
+        if (pct < 100 && shown >= 0 && pct - shown < (tty ? 1 : 10)) return;
+        shown = pct;
+        std::fprintf(stderr, "%ssetup: experts to the drives: %s of %s (%d%%)%s", tty ? "\r\x1b[K" : "",
+                     human_bytes(double(done)).c_str(), human_bytes(double(total)).c_str(), pct, tty ? "" : "\n");
+        std::fflush(stderr);
+      });
+      if (tty) std::fprintf(stderr, "\n");
+      r = dr.setup;
+    } else {
+      r = run_setup(o, progress);
+    }
   } catch (const HttpGaveUp& e) {
     throw Error(std::string(e.what()) + " (is " + o.source.hub +
                 " reachable? check the network, and --hub or $HF_ENDPOINT; run setup again to resume)");
   }
   std::printf("sluice setup: %s%s%s installed in %s (%s): %d files fetched, %d already complete, %s received\n",
               a.repo.c_str(), r.commit.empty() ? "" : "@", r.commit.substr(0, 12).c_str(), a.dest.c_str(),
-              a.full ? "full" : "stream", r.files_fetched, r.files_skipped, human_bytes(double(r.bytes_fetched)).c_str());
+              !a.drives.empty() ? "full, experts on the drives" : a.full ? "full" : "stream", r.files_fetched, r.files_skipped, human_bytes(double(r.bytes_fetched)).c_str());
+  if (!a.drives.empty()) {
+    for (size_t d = 0; d < dr.stripe.drive_bytes.size(); d++)
+      std::printf("sluice setup: drive %zu: %s of experts\n", d, human_bytes(double(dr.stripe.drive_bytes[d])).c_str());
+    std::printf("sluice setup: experts on %zu drives (%d files written, %d already there), stripe %s; %s\n",
+                dr.stripe.drive_bytes.size(), dr.stripe.written, dr.stripe.kept, (a.dest + "/stripe.json").c_str(),
+                dr.checked ? "every shard's sha256, read through the drives, matches the hub's" : "checked before");
+  }
   if (a.stream)
     std::printf("sluice setup: %s of experts stay on the server, fetched on first use into %s/.span-cache%s\n",
                 human_bytes(double(r.remote_expert_bytes)).c_str(), a.dest.c_str(),
@@ -142,6 +171,12 @@ Command reg("setup", "Download a checkpoint in full, or set it up to stream expe
               sub.add_option("--backoff-ms", a->backoff_ms, "First retry delay; doubles per failure")
                   ->check(CLI::Range(0, 60000));
               add_allow_unknown_option(sub, a->allow_unknown);
+              sub.add_option("--drives", a->drives,
+                             "With --full: the routed experts go straight to a stripe over these folders, "
+                             "PATH[:WEIGHT],... as `sluice stripe` takes (DEST keeps the header and the spine; no "
+                             "full copy on the way)");
+              sub.add_option("--copies", a->copies, "With --drives: drives holding each expert (as `sluice stripe`)")
+                  ->check(CLI::Range(1, 64));
               sub.add_option("--pack", a->pack, "Then pack the spine: lossless (exact) or int8 (lossy), as `sluice pack`")
                   ->check(CLI::IsMember({"lossless", "int8"}));
               *action = [a] { return run_setup_cmd(*a); };

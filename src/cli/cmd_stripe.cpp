@@ -1,5 +1,5 @@
 // sluice stripe — lays a model's routed experts over several drives (io/stripe.h).
-//   sluice stripe --model DIR --drives PATH[:WEIGHT],PATH[:WEIGHT],... [--copies N] [--spine]
+//   sluice stripe --model DIR --drives PATH[:WEIGHT],PATH[:WEIGHT],... [--copies N] [--spine] [--move]
 // A drive's weight defaults to its O_DIRECT rate saved by `sluice probe --save`
 // (or measured now on a scratch file there, and saved). Progress on stderr;
 // "up to date" when the stripe is already there; a killed run resumes.
@@ -10,10 +10,11 @@
 #include <filesystem>
 
 #include "base/atomic_file.h"
+#include "base/error.h"
 #include "cli/commands.h"
+#include "cli/drives_arg.h"
 #include "cli/model_args.h"
-#include "io/bandwidth_probe.h"
-#include "io/depth_profile.h"
+#include "hub/setup_manifest.h"
 #include "io/stripe.h"
 
 namespace sluice::cli {
@@ -22,42 +23,26 @@ namespace {
 struct StripeArgs {
   std::string model, drives;
   int copies = 1;
-  bool spine = false, allow_unknown = false;
+  bool spine = false, move = false, allow_unknown = false;
 };
 
-// The drive's O_DIRECT rate: saved by an earlier probe, else measured on a
-// 1 GB scratch file written there (and saved for the next time).
-double drive_rate(const std::string& folder) {
-  if (const double g = saved_gbps(folder); g > 0) return g;
-  const std::string scratch = folder + "/.sluice-probe." + std::to_string(::getpid());
-  struct Remove {
-    std::string p;
-    ~Remove() { std::filesystem::remove(p); }
-  } remove{scratch};
-  write_probe_file(scratch, 1ull << 30);
-  ProbeOptions o;
-  o.max_seconds = 3;
-  o.budget_bytes = 2ull << 30;
-  const ProbeResult r = measure_read_ceiling({scratch}, o);
-  std::fprintf(stderr, "stripe: %s reads %.2f GB/s (O_DIRECT%s)\n", folder.c_str(), r.gbps, r.direct ? "" : " refused: buffered");
-  try {
-    save_depth_profile(depth_profile_path(), device_of(scratch), {{o.reader.queue_depth, {r.gbps}}});
-  } catch (const Error& e) {
-    print_warning(std::string("not saved: ") + e.what());
-  }
-  return r.gbps;
+// A stream install's shards hold holes where the experts are (they come
+// from the hub): nothing to stripe.
+void refuse_stream_install(const std::string& dir) {
+  SetupManifest m;
+  bool spine_only = stream_manifest_exists(dir);
+  if (read_setup_manifest(dir, &m))
+    for (const auto& [name, f] : m.files) spine_only = spine_only || f.spine_only;
+  if (spine_only)
+    fail(dir, "a stream install (sluice setup --stream): its routed experts are fetched from the hub, not held in the "
+              "shards; stripe a full install");
 }
 
 int run_stripe(const StripeArgs& a) {
   remove_temps_on_signal("stripe");
+  refuse_stream_install(a.model);
   const Checkpoint ck = open_checkpoint_warning(a.model, a.allow_unknown);
-  std::vector<StripeDrive> drives = parse_drives(a.drives);
-  for (StripeDrive& d : drives) {
-    std::filesystem::create_directories(d.path);
-    d.path = std::filesystem::absolute(d.path).lexically_normal().string();
-    while (d.path.size() > 1 && d.path.back() == '/') d.path.pop_back();
-    if (d.weight <= 0) d.weight = drive_rate(d.path);
-  }
+  const std::vector<StripeDrive> drives = drives_with_rates(a.drives);
   const bool tty = ::isatty(2);
   const auto t0 = std::chrono::steady_clock::now();
   int shown = -1;
@@ -69,7 +54,7 @@ int run_stripe(const StripeArgs& a) {
     std::fprintf(stderr, "%sstripe: %.2f / %.2f GB of %s (%.0f%%), %.0f MB/s%s", tty ? "\r" : "", double(done) / 1e9,
                  double(total) / 1e9, a.spine ? "experts and spine" : "experts", total ? 100.0 * double(done) / double(total) : 100.0,
                  s > 0 ? double(done) / s / 1e6 : 0.0, tty ? "" : "\n");
-  }, a.spine);
+  }, a.spine, a.move);
   if (tty) std::fprintf(stderr, "\n");
   for (size_t d = 0; d < drives.size(); d++)
     std::printf("drive %zu: %s (weight %.3g): %.3f GB of %s\n", d, drives[d].path.c_str(), drives[d].weight,
@@ -79,6 +64,9 @@ int run_stripe(const StripeArgs& a) {
   else
     std::printf("wrote %s: %d files written (%.3f GB), %d kept\n", stripe_manifest_path(ck.dir).c_str(), r.written,
                 double(r.bytes_written) / 1e9, r.kept);
+  if (stripe_moved(ck.dir))
+    std::printf("moved: the shards no longer hold the routed experts (%.3f GB freed by this run); the drives hold "
+                "their only copy\n", double(r.bytes_freed) / 1e9);
   return 0;
 }
 
@@ -98,6 +86,10 @@ Command reg("stripe", "Lay the routed experts over several drives, read at the s
               sub.add_flag("--spine", a->spine,
                            "Lay the spine's tensors over the drives too (one copy each): the part of the spine that "
                            "streams then reads at the drives' summed rate (a spine pack is read from its own file)");
+              sub.add_flag("--move", a->move,
+                           "Then free the shards' copy of the experts (after checking every drive file against them): "
+                           "their bytes become holes in the shards, the drives hold the only copy (the header and the "
+                           "spine stay; --no-stripe is refused from then on)");
               add_allow_unknown_option(sub, a->allow_unknown);
               *action = [a] { return run_stripe(*a); };
             });

@@ -49,7 +49,9 @@ void verify_stripes(const std::string& dir, bool repair, VerifyResult& r) {
     problems = {e.what()};
   }
   for (const std::string& p : problems) std::printf("PROBLEM %s\n", p.c_str());
-  if (problems.empty()) std::printf("ok      %s: every drive file holds its experts' bytes\n", stripe_manifest_path(dir).c_str());
+  if (problems.empty())
+    std::printf("ok      %s: every drive file is whole and holds the bytes it names (%s)\n", stripe_manifest_path(dir).c_str(),
+                stripe_moved(dir) ? "moved experts: against their checksums, the shards holding none" : "against the shards");
   r.problems += int(problems.size());
 }
 

@@ -7,16 +7,19 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/shard_stamp.h"
 #include "hub/http_setup.h"
 #include "hub/setup_manifest.h"
 #include "hub/sha256.h"
 #include "hub/span_cache.h"
+#include "io/stripe.h"
 
 namespace sluice {
 
@@ -66,6 +69,20 @@ std::string spine_sha256(const std::string& path) {
   return hs.finish_hex();
 }
 
+// A checkpoint whose experts were moved to the drives of its stripe: each
+// shard's sha256 as installed (moved_shard_sha256).
+struct MovedShards {
+  Checkpoint ck;  // read through the stripe
+  std::vector<std::vector<std::pair<uint64_t, FileSpan>>> spans;  // moved_expert_spans
+
+  // "" when `name` is not one of them.
+  std::string sha256(const std::string& name) const {
+    for (size_t shard = 0; shard < spans.size(); shard++)
+      if (!spans[shard].empty() && base_name(ck.shard_paths[shard]) == name) return moved_shard_sha256(ck, spans[shard], shard);
+    return "";
+  }
+};
+
 struct Verifier {
   std::string dir;
   bool repair;
@@ -89,7 +106,7 @@ struct Verifier {
   }
 };
 
-void check_files(Verifier& v, SetupManifest& m, bool* manifest_changed) {
+void check_files(Verifier& v, SetupManifest& m, bool* manifest_changed, const MovedShards* moved) {
   std::map<std::string, PlannedFile> planned = m.planned;
   if (planned.empty())  // a manifest from before plans were recorded: check what it lists
     for (const auto& [name, f] : m.files) planned[name] = PlannedFile{f.size, f.sha256, f.git_blob, f.spine_only};
@@ -125,13 +142,16 @@ void check_files(Verifier& v, SetupManifest& m, bool* manifest_changed) {
         else v.ok(name + ": header and spine (" + std::to_string(f.spine_bytes) + " bytes) match their sha256");
         continue;
       }
-      std::string got = sha256_file(path);
+      std::string got = moved ? moved->sha256(name) : "";
+      const bool through_stripe = !got.empty();
+      if (!through_stripe) got = sha256_file(path);
       if (got != f.sha256) {
         v.problem(name + ": sha256 " + got + " does not match " + f.sha256 + " recorded at setup", forget);
       } else if (!p.sha256.empty() && got != p.sha256) {
         v.problem(name + ": sha256 " + got + " does not match the hub's " + p.sha256, forget);
       } else {
         v.ok(name + ": " + std::to_string(size) + " bytes, sha256 ok" +
+             (through_stripe ? " (its experts read from the stripe's drives: moved there)" : "") +
              (f.checked == "lfs-sha256" ? " (the hub's LFS oid)"
               : f.checked == "git-blob" ? " (checked against the git blob id at download)"
                                         : " (nothing to compare with at download)"));
@@ -191,6 +211,32 @@ void check_partials(Verifier& v, const SetupManifest& m) {
 
 }  // namespace
 
+std::string moved_shard_sha256(const Checkpoint& ck, const std::vector<std::pair<uint64_t, FileSpan>>& moved, size_t shard) {
+  std::map<int, int> fds;  // file of ck -> descriptor
+  struct CloseAll {
+    std::map<int, int>& fds;
+    ~CloseAll() {
+      for (const auto& [file, fd] : fds) ::close(fd);
+    }
+  } close_all{fds};
+  const auto fd_of = [&](int file) {
+    if (auto it = fds.find(file); it != fds.end()) return it->second;
+    const std::string& path = ck.shard_paths[size_t(file)];
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+    return fds[file] = fd;
+  };
+  Hasher hs;
+  uint64_t at = 0;
+  for (const auto& [offset, drive] : moved) {
+    hash_file_range(fd_of(int(shard)), ck.shard_paths[shard], at, offset - at, hs);
+    hash_file_range(fd_of(drive.file), ck.shard_paths[size_t(drive.file)], drive.offset, drive.length, hs);
+    at = offset + drive.length;
+  }
+  hash_file_range(fd_of(int(shard)), ck.shard_paths[shard], at, ck.shard_sizes[shard] - at, hs);
+  return hs.finish_hex();
+}
+
 VerifyResult verify_model(const std::string& dir, bool repair, const std::function<void(const VerifyLine&)>& report) {
   Verifier v{dir, repair, report, {}};
   SetupManifest m;
@@ -202,7 +248,19 @@ VerifyResult verify_model(const std::string& dir, bool repair, const std::functi
   }
   if (have_manifest) {
     bool changed = false;
-    check_files(v, m, &changed);
+    std::unique_ptr<MovedShards> moved;
+    if (stripe_moved(dir)) {
+      try {
+        moved = std::make_unique<MovedShards>();
+        moved->ck = open_checkpoint(dir);
+        const StripeUse u = apply_stripe(moved->ck, /*spine=*/false);
+        moved->spans = moved_expert_spans(moved->ck, u);
+      } catch (const Error& e) {
+        v.problem(std::string("the shards' experts were moved to a stripe, which cannot be read: ") + e.what());
+        moved.reset();
+      }
+    }
+    check_files(v, m, &changed, moved.get());
     if (changed) write_setup_manifest(dir, m);
     check_partials(v, m);
   } else {

@@ -1,6 +1,7 @@
 #include "io/expert_source.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +21,7 @@ class PreadExperts : public ExpertSource {
   explicit PreadExperts(const Checkpoint& ck) : ck_(ck) {
     for (const std::string& path : ck.shard_paths) {
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) ::flock(fd, LOCK_SH | LOCK_NB);  // against `stripe --move` (span_reader.cpp's share_locked)
       if (fd < 0) {
         for (int f : fds_) ::close(f);
         fail(path, std::string("cannot open: ") + std::strerror(errno));
@@ -82,6 +84,7 @@ class DirectExperts : public ExpertSource {
   DirectExperts(const Checkpoint& ck, const DirectSourceOptions& opt, std::unique_ptr<ExpertSource> filler)
       : ck_(ck),
         shard_spans_(opt.shard_spans),
+        shards_moved_(opt.shards_moved),
         copy_spans_(opt.copy_spans),
         device_weights_(opt.device_weights),
         on_warning_(opt.on_warning),
@@ -749,7 +752,7 @@ class DirectExperts : public ExpertSource {
     const FileSpan& first = ck_.experts[size_t(layer)][size_t(expert)];
     const bool copies = !copy_spans_.empty() && !copy_spans_[size_t(layer)][size_t(expert)].empty();
     if (!copies) {
-      if (failed_files_.empty() || !failed_files_.count(first.file)) return first;
+      if (failed_files_.empty() || !failed_files_.count(first.file) || shards_moved_) return first;
       return shard_spans_[size_t(layer)][size_t(expert)];
     }
     const FileSpan* best = nullptr;
@@ -763,7 +766,8 @@ class DirectExperts : public ExpertSource {
     };
     consider(first);
     for (const FileSpan& s : copy_spans_[size_t(layer)][size_t(expert)]) consider(s);
-    return best ? *best : shard_spans_[size_t(layer)][size_t(expert)];
+    if (best) return *best;
+    return shards_moved_ ? first : shard_spans_[size_t(layer)][size_t(expert)];  // moved: it fails again, by name
   }
 
   // Starts the read of (layer, e) into dest from span_of's choice (*from);
@@ -785,6 +789,16 @@ class DirectExperts : public ExpertSource {
     return reader_.submit_copies(all, dest, urgent);
   }
 
+  // A drive copy of (layer, expert) other than `file` whose file has not failed.
+  bool another_copy(int layer, int expert, int file) const {
+    auto usable = [&](const FileSpan& c) { return c.file != file && !failed_files_.count(c.file); };
+    if (usable(ck_.experts[size_t(layer)][size_t(expert)])) return true;
+    if (copy_spans_.empty()) return false;
+    for (const FileSpan& c : copy_spans_[size_t(layer)][size_t(expert)])
+      if (usable(c)) return true;
+    return false;
+  }
+
   // A read of our own failed (SpanError e, for w): when it came from a drive
   // file of a stripe whose expert is still in the shards, says so once per
   // file, reads every expert of that file from its other copies (or the
@@ -798,6 +812,7 @@ class DirectExperts : public ExpertSource {
                                    : ck_.experts[size_t(w.layer)][size_t(w.expert)].file;
     const FileSpan& shard = shard_spans_[size_t(w.layer)][size_t(w.expert)];
     if (shard.length == 0 || from == shard.file) return false;
+    if (shards_moved_ && !another_copy(w.layer, w.expert, from)) return false;  // the shards hold holes there
     const bool first = failed_files_.insert(from).second;  // reads already in flight fail too: say it once
     FileSpan to;
     const uint64_t t = submit_expert(w.layer, w.expert, destination(w.slot), /*urgent=*/true, &to);  // not `from` now
@@ -881,6 +896,7 @@ class DirectExperts : public ExpertSource {
 
   const Checkpoint& ck_;
   std::vector<std::vector<FileSpan>> shard_spans_;  // DirectSourceOptions::shard_spans
+  bool shards_moved_ = false;                       // DirectSourceOptions::shards_moved
   std::vector<std::vector<std::vector<FileSpan>>> copy_spans_;  // DirectSourceOptions::copy_spans
   std::vector<double> device_weights_;                          // DirectSourceOptions::device_weights
   std::set<int> failed_files_;                      // drive files that failed a read

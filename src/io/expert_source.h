@@ -157,6 +157,7 @@ struct DirectSourceOptions {
   // striped): a drive file that fails a read is read from there instead,
   // with a warning naming it (io/stripe.h, "a failing drive falls back").
   std::vector<std::vector<FileSpan>> shard_spans;
+  bool shards_moved = false;  // stripe --move: shard_spans are holes; a failing drive falls back to other copies only
   // A stripe's other copies of each expert ([layer][expert]; empty: one copy,
   // io/stripe.h StripeUse::copy_spans): a read goes to the copy whose drive
   // would finish it first: (bytes queued + the span) / the drive's weight

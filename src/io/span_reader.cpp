@@ -10,6 +10,7 @@
 #include "io/span_reader.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,6 +46,14 @@ std::string span_text(uint64_t offset, uint64_t length) {
 int open_buffered(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd >= 0) posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+  return fd;
+}
+
+// Every file read here is share-locked while open: `stripe --move` frees a
+// shard's expert bytes only under an exclusive lock, so never under a process
+// that may read them from the shard (best effort: a failure is ignored).
+int share_locked(int fd) {
+  if (fd >= 0) ::flock(fd, LOCK_SH | LOCK_NB);
   return fd;
 }
 
@@ -194,12 +203,12 @@ struct SpanReader::Impl {
     f.path = path;
     f.device = device;
     if (opt.use_direct) {
-      f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+      f.fd = share_locked(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
       f.direct = f.fd >= 0;
       if (f.fd < 0 && errno != EINVAL) fail(path, std::string("cannot open: ") + std::strerror(errno));
     }
     if (f.fd < 0) {
-      f.fd = open_buffered(path);
+      f.fd = share_locked(open_buffered(path));
       if (f.fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
     }
     struct stat st {};
@@ -216,7 +225,7 @@ struct SpanReader::Impl {
   // After a failed read: opens the path again (it may have been repaired or
   // replaced), keeping the old descriptor if that fails (tried again next time).
   void reopen(FileEntry& f) {
-    int fd = f.direct ? open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : open_buffered(f.path);
+    int fd = share_locked(f.direct ? open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : open_buffered(f.path));
     if (fd < 0) return;
     struct stat st {};
     if (fstat(fd, &st) == 0) f.size = uint64_t(st.st_size);
@@ -235,7 +244,7 @@ struct SpanReader::Impl {
   bool make_buffered(int file) {
     FileEntry& f = files[size_t(file)];
     if (!f.direct) return true;
-    int fd = open_buffered(f.path);
+    int fd = share_locked(open_buffered(f.path));
     if (fd < 0) return false;
     retired_fds.push_back(f.fd);
     f.fd = fd;

@@ -1,14 +1,20 @@
 #include "io/stripe.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 #include <algorithm>
 #include <tuple>
 #include <sstream>
@@ -99,7 +105,8 @@ std::string part_name(const StripeFile& f, size_t i) {
 // runs over 64-bit words, so blocking does not change it).
 constexpr uint64_t kCopyBlock = 16ull << 20;
 
-void write_file(const Checkpoint& ck, const Stripe& s, StripeFile& f, const std::function<void(uint64_t)>& done) {
+void write_file(const Checkpoint& ck, const Stripe& s, StripeFile& f, const ShardReader& read,
+                const std::function<void(uint64_t)>& done) {
   AtomicFile w(f.path, {.temp = f.path + ".tmp." + std::to_string(::getpid())});
   w.reserve(f.bytes);
   AlignedBuffer buf(kCopyBlock);
@@ -112,7 +119,7 @@ void write_file(const Checkpoint& ck, const Stripe& s, StripeFile& f, const std:
     pad_to(p.at);
     for (uint64_t off = 0; off < p.src.length; off += kCopyBlock) {
       const uint64_t n = std::min(kCopyBlock, p.src.length - off);
-      read_exact(ck.shard_paths[size_t(p.src.file)], buf.data(), n, p.src.offset + off);
+      read(p.src.file, p.src.offset + off, buf.data(), n);
       h = fnv1a64(h, buf.data(), n);
       w.write(buf.data(), n);
       done(n);
@@ -134,6 +141,8 @@ json manifest_json(const Stripe& s, const json& shards) {
   for (const StripeFile& f : s.files)
     j["files"].push_back({{"drive", f.drive}, {"layer", f.layer}, {"experts", f.experts}, {"path", f.path},
                           {"bytes", f.bytes}, {"fnv1a64", hex16(f.hash)}});
+  if (s.moved) j["moved"] = true;
+  if (s.punching >= 0) j["punching"] = s.punching;
   if (!s.spine_files.empty()) {
     j["spine_files"] = json::array();
     for (const StripeFile& f : s.spine_files)
@@ -331,34 +340,199 @@ Stripe plan_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives,
   return s;
 }
 
+namespace {
+// Throws naming the file unless it is whole and holds the shards' bytes
+// (a moved stripe's expert file: unless its bytes match its checksum, the
+// shards holding holes there).
+void check_file(const Checkpoint& ck, const Stripe& s, const StripeFile& f) {
+  if (!file_has_size(f.path, f.bytes)) fail(f.path, "missing or of the wrong size (drive " + s.drives[size_t(f.drive)].path + ")");
+  if (trailer_hash(f.path, f.bytes) != f.hash) fail(f.path, "trailer checksum differs from the manifest's");
+  const bool against_shards = !(s.moved && f.layer >= 0);
+  AlignedBuffer mine(kCopyBlock), theirs(kCopyBlock);
+  uint64_t h = kFnvBasis;
+  const std::vector<Part> parts = file_parts(ck, s, f);
+  for (size_t i = 0; i < parts.size(); i++) {
+    const Part& p = parts[i];
+    for (uint64_t off = 0; off < p.src.length; off += kCopyBlock) {
+      const uint64_t n = std::min(kCopyBlock, p.src.length - off);
+      read_exact(f.path, mine.data(), n, p.at + off);
+      h = fnv1a64(h, mine.data(), n);
+      if (!against_shards) continue;
+      read_exact(ck.shard_paths[size_t(p.src.file)], theirs.data(), n, p.src.offset + off);
+      if (std::memcmp(mine.data(), theirs.data(), n) != 0)
+        fail(f.path, part_name(f, i) + " differs from the shards (drive " + s.drives[size_t(f.drive)].path + ")");
+    }
+  }
+  if (h != f.hash) fail(f.path, "bytes fail their checksum" + std::string(against_shards ? "" : " (the experts were moved off the shards: this drive holds the only copy)"));
+}
+
+// --move. Each shard's expert spans (every routed expert is striped), by
+// offset: what becomes holes. ck as open_checkpoint gives it.
+std::vector<std::vector<FileSpan>> expert_spans_by_shard(const Checkpoint& ck) {
+  std::vector<std::vector<FileSpan>> out(ck.shard_paths.size());
+  for (const auto& layer : ck.experts)
+    for (const FileSpan& e : layer)
+      if (e.length) out[size_t(e.file)].push_back(e);
+  for (auto& v : out) std::sort(v.begin(), v.end(), [](const FileSpan& a, const FileSpan& b) { return a.offset < b.offset; });
+  return out;
+}
+
+struct OpenFd {
+  int fd = -1;
+  ~OpenFd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// A shard opened for punching, locked against every other process that has
+// it open (span_reader.cpp takes a shared lock on what it reads): a server
+// reading the experts from the shards must not see them turn to zeros.
+void open_for_punching(const std::string& path, OpenFd& f) {
+  f.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (f.fd < 0) fail(path, std::string("cannot open for writing (to free the experts' bytes): ") + std::strerror(errno));
+  if (::flock(f.fd, LOCK_EX | LOCK_NB) != 0)
+    fail(path, "is open in another sluice process (a server?): stop it, then run `sluice stripe ... --move` again");
+}
+
+uint64_t allocated_bytes(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 ? uint64_t(st.st_blocks) * 512 : 0;
+}
+
+// Whether the file system of `folder` frees a punched range (tried on a
+// scratch file there): without it --move would only write zeros.
+bool can_punch_holes(const std::string& folder) {
+  const std::string path = folder + "/.sluice-punch-test." + std::to_string(::getpid());
+  OpenFd f;
+  f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (f.fd < 0) return false;
+  const std::vector<uint8_t> block(1 << 16, 1);
+  const bool ok = ::pwrite(f.fd, block.data(), block.size(), 0) == ssize_t(block.size()) &&
+                  ::fallocate(f.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, off_t(block.size())) == 0;
+  ::unlink(path.c_str());
+  return ok;
+}
+
+// Frees the expert spans of shards [from, end): before each shard the
+// manifest names it ("punching"), after its holes the shard's modification
+// time goes back to its stamp (so stripe, packs and setup still take it for
+// itself); the manifest is written without "punching" at the end. Returns
+// the bytes the file system freed.
+uint64_t punch_shards(const Checkpoint& ck, Stripe& s, const json& stamps, int from) {
+  const std::vector<std::vector<FileSpan>> spans = expert_spans_by_shard(ck);
+  uint64_t freed = 0;
+  for (size_t i = size_t(from); i < ck.shard_paths.size(); i++) {
+    if (spans[i].empty()) continue;
+    const std::string& path = ck.shard_paths[i];
+    s.punching = int(i);
+    write_file_atomic(stripe_manifest_path(ck.dir), manifest_json(s, stamps).dump(1) + "\n");
+    OpenFd f;
+    open_for_punching(path, f);
+    const uint64_t before = allocated_bytes(f.fd);
+    for (const FileSpan& e : spans[i])
+      if (::fallocate(f.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(e.offset), off_t(e.length)) != 0)
+        fail(path, std::string("cannot free the experts' bytes (fallocate PUNCH_HOLE): ") + std::strerror(errno));
+    const int64_t ns = stamps.at(i).at("mtime_ns").get<int64_t>();
+    const timespec times[2] = {{0, UTIME_OMIT}, {time_t(ns / 1000000000), long(ns % 1000000000)}};
+    if (::futimens(f.fd, times) != 0 || ::fsync(f.fd) != 0)
+      fail(path, std::string("cannot set its time back after freeing the experts' bytes: ") + std::strerror(errno));
+    const uint64_t after = allocated_bytes(f.fd);
+    freed += before > after ? before - after : 0;
+  }
+  s.punching = -1;
+  write_file_atomic(stripe_manifest_path(ck.dir), manifest_json(s, stamps).dump(1) + "\n");
+  return freed;
+}
+
+// --move over a stripe just written: every expert file is checked against
+// the shards first (they are about to be the only copy), then "moved" is
+// written, then the holes.
+uint64_t move_experts(const Checkpoint& ck, Stripe& s) {
+  for (const StripeFile& f : s.files) check_file(ck, s, f);
+  std::set<std::string> folders;
+  for (size_t i = 0; i < ck.shard_paths.size(); i++) {
+    OpenFd f;
+    open_for_punching(ck.shard_paths[i], f);  // none in use, before anything changes
+    folders.insert(parent_dir(ck.shard_paths[i]));
+  }
+  for (const std::string& folder : folders)
+    if (!can_punch_holes(folder))
+      fail(folder, "--move: this file system cannot free part of a file (fallocate PUNCH_HOLE); the stripe is written, "
+                   "the shards are left whole");
+  s.moved = true;
+  return punch_shards(ck, s, shard_stamps_json(ck), 0);
+}
+
+// A --move killed while punching shard s.punching: its time moved (the
+// holes), every other shard must still be as stamped; punch on from there.
+uint64_t finish_move(const Checkpoint& ck, Stripe& s, const json& stamps) {
+  for (size_t i = 0; i < ck.shard_paths.size(); i++) {
+    if (int(i) == s.punching) continue;
+    if (!stamps.is_array() || stamps.size() != ck.shard_paths.size() ||
+        shard_stamp(ck.shard_paths[i]) != ShardStamp{stamps[i].value("bytes", uint64_t(0)), stamps[i].value("mtime_ns", int64_t(0))})
+      fail(stripe_manifest_path(ck.dir), "a `stripe --move` was interrupted, and " + base_name(ck.shard_paths[i]) +
+                                             " changed since: the experts are on the drives only; cannot finish");
+  }
+  return punch_shards(ck, s, stamps, s.punching);
+}
+}  // namespace
+
 StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies,
-                          const std::function<void(uint64_t, uint64_t)>& progress, bool spine) {
+                          const std::function<void(uint64_t, uint64_t)>& progress, bool spine, bool move,
+                          const StripeSource* source) {
+  for (const std::string& p : ck.shard_paths)
+    if (p.size() > 6 && p.compare(p.size() - 6, 6, ".spans") == 0)
+      fail(p, "write_stripe takes the checkpoint as opened, not read through a stripe");
   Stripe s = plan_stripe(ck, drives, copies, spine);
   StripeResult r;
   r.drive_bytes.assign(drives.size(), 0);
   std::vector<std::string> old_folders;
   std::set<std::string> old_paths;
   int old_copies = 1;
+  bool old_moved = false;
   if (fs::exists(stripe_manifest_path(ck.dir))) {
     try {
       const json old = read_manifest(ck.dir);
       for (const json& f : old.at("files")) old_paths.insert(f.at("path").get<std::string>());
       for (const json& f : old.value("spine_files", json::array())) old_paths.insert(f.at("path").get<std::string>());
       old_copies = old.value("copies", 1);
+      old_moved = old.value("moved", false);
       for (const json& d : old.at("drives"))
         old_folders.push_back(stripe_folder(d.at("path").get<std::string>(), ck.dir));
     } catch (const std::exception&) {  // a damaged manifest is written again below
+      if (stripe_moved(ck.dir)) throw;  // not when the drives hold the only copy: read_stripe names what is wrong
     }
   }
+  if (old_moved) {
+    Stripe old = read_stripe(ck.dir);
+    if (old.punching >= 0) r.bytes_freed += finish_move(ck, old, read_manifest(ck.dir).at("shards"));
+  }
+  // The experts' bytes come from the shards, or, once moved, from the
+  // stripe's drive files (apply_stripe refuses when one is missing).
+  Checkpoint through_stripe;
+  if (old_moved) {
+    through_stripe = ck;
+    apply_stripe(through_stripe, /*spine=*/false);
+  }
+  const Checkpoint& src = old_moved ? through_stripe : ck;
+  // Readers: the source's (setup --drives: the hub), else the files of src.
+  const std::function<ShardReader()> make_reader = source && source->make_reader && !old_moved
+                                                       ? source->make_reader
+                                                       : std::function<ShardReader()>([&src] {
+                                                           return [&src](int file, uint64_t offset, uint8_t* dst, uint64_t n) {
+                                                             read_exact(src.shard_paths[size_t(file)], dst, n, offset);
+                                                           };
+                                                         });
   uint64_t total = 0, done = 0;
   std::vector<StripeFile*> all;
   for (StripeFile& f : s.files) all.push_back(&f);
   for (StripeFile& f : s.spine_files) all.push_back(&f);
   std::vector<uint64_t> held(all.size(), 0);  // the shards' bytes each file holds
   for (size_t i = 0; i < all.size(); i++) {
-    for (const Part& p : file_parts(ck, s, *all[i])) held[i] += p.src.length;
+    for (const Part& p : file_parts(src, s, *all[i])) held[i] += p.src.length;
     total += held[i];
   }
+  std::vector<size_t> to_write;
   for (size_t i = 0; i < all.size(); i++) {
     StripeFile& f = *all[i];
     const std::string folder = parent_dir(f.path);
@@ -372,20 +546,66 @@ StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& 
       if (progress) progress(done, total);
       continue;
     }
-    write_file(ck, s, f, [&](uint64_t n) {
-      done += n;
-      if (progress) progress(done, total);
-    });
-    r.written++;
-    r.bytes_written += f.bytes;
+    to_write.push_back(i);
   }
+  // The files still to write, `jobs` at a time (each worker with its own
+  // reader); the first failure stops the others and is thrown.
+  std::mutex mu;
+  size_t next = 0;
+  std::exception_ptr failed;
+  const auto work = [&] {
+    const ShardReader read = make_reader();
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (failed || next == to_write.size()) return;
+        i = to_write[next++];
+      }
+      try {
+        write_file(src, s, *all[i], read, [&](uint64_t n) {
+          std::lock_guard<std::mutex> lock(mu);
+          done += n;
+          if (progress) progress(done, total);
+        });
+        std::lock_guard<std::mutex> lock(mu);
+        r.written++;
+        r.bytes_written += all[i]->bytes;
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failed) failed = std::current_exception();
+        return;
+      }
+    }
+  };
+  const int jobs = std::max(1, std::min(source ? source->jobs : 1, int(to_write.size())));
+  std::vector<std::thread> workers;
+  for (int j = 1; j < jobs; j++) workers.emplace_back(work);
+  work();
+  for (std::thread& t : workers) t.join();
+  if (failed) std::rethrow_exception(failed);
+  s.moved = old_moved || (source && source->shards_are_holes);
   bool same = old_paths.size() == all.size() && old_copies == copies;
   for (const StripeFile* f : all) same = same && old_paths.count(f->path);
-  r.up_to_date = same && r.written == 0;
-  if (!r.up_to_date) write_file_atomic(stripe_manifest_path(ck.dir), manifest_json(s, shard_stamps_json(ck)).dump(1) + "\n");
+  r.up_to_date = same && r.written == 0 && r.bytes_freed == 0 && (old_moved || (!move && !s.moved));
+  if (!r.up_to_date)
+    write_file_atomic(stripe_manifest_path(ck.dir), manifest_json(s, shard_stamps_json(ck)).dump(1) + "\n");
   for (const StripeDrive& d : drives) old_folders.push_back(stripe_folder(d.path, ck.dir));
   remove_unnamed(s, old_folders);
+  if (move && !old_moved) r.bytes_freed += move_experts(ck, s);
   return r;
+}
+
+bool stripe_moved(const std::string& dir) {
+  if (!fs::exists(stripe_manifest_path(dir))) return false;
+  try {
+    return read_manifest(dir).value("moved", false);
+  } catch (const Error&) {  // damaged: taken as moved if it may have said so
+    std::ifstream in(stripe_manifest_path(dir));
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str().find("\"moved\"") != std::string::npos;
+  }
 }
 
 Stripe read_stripe(const std::string& dir) {
@@ -396,6 +616,8 @@ Stripe read_stripe(const std::string& dir) {
     s.span_bytes = j.at("span_bytes").get<uint64_t>();
     s.stride = j.at("stride").get<uint64_t>();
     s.copies = j.value("copies", 1);  // absent: one (stripes written before copies)
+    s.moved = j.value("moved", false);
+    s.punching = j.value("punching", -1);
     for (const json& d : j.at("drives")) s.drives.push_back({d.at("path").get<std::string>(), d.at("weight").get<double>()});
     for (const json& jf : j.at("files")) {
       StripeFile f;
@@ -448,8 +670,19 @@ StripeUse apply_stripe(Checkpoint& ck, bool spine) {
   const std::string manifest = stripe_manifest_path(ck.dir);
   if (!fs::exists(manifest)) return u;
   u.present = true;
-  const std::string stale = shard_stamps_differ(read_manifest(ck.dir).at("shards"), ck);
+  const json j = read_manifest(ck.dir);
+  u.moved = j.value("moved", false);
+  const int punching = j.value("punching", -1);
+  if (punching >= 0)
+    fail(manifest, "a `sluice stripe --move` was cut off while freeing the experts' bytes of " +
+                       (size_t(punching) < ck.shard_paths.size() ? base_name(ck.shard_paths[size_t(punching)]) : "a shard") +
+                       ": run `sluice stripe --model " + ck.dir + " --drives ... --move` again to finish it");
+  const std::string stale = shard_stamps_differ(j.at("shards"), ck);
   if (!stale.empty()) {
+    if (u.moved)
+      fail(manifest, "the experts were moved to the drives (stripe --move), and " + stale +
+                         ": the shards hold holes where the experts were. Put back the shards the stripe was made from, or, "
+                         "once the model is installed again (sluice setup), remove " + manifest);
     u.warnings.push_back(manifest + ": stripe is stale (" + stale + "); reading the experts from the shards; run `sluice stripe --model " +
                          ck.dir + " --drives ...` again");
     return u;
@@ -517,59 +750,66 @@ StripeUse apply_stripe(Checkpoint& ck, bool spine) {
       u.spine_tensors++;
     }
   }
+  if (u.moved && !missing.empty()) {  // the drives hold the only copy: every expert needs one there
+    int lost = 0;
+    for (size_t l = 0; l < ck.experts.size(); l++)
+      for (size_t e = 0; e < ck.experts[l].size(); e++) lost += u.shard_spans.empty() || u.shard_spans[l][e].length == 0;
+    std::string names;
+    for (const auto& [d, n] : missing) names += (names.empty() ? "" : ", ") + s.drives[size_t(d)].path;
+    if (lost > 0)
+      fail(manifest, std::to_string(lost) + " experts are on no drive (stripe files missing or cut short on " + names +
+                         "), and they were moved off the shards (stripe --move): put the drive back, its files are their only copy");
+  }
   for (const auto& [d, n] : missing)
     u.warnings.push_back("drive " + s.drives[size_t(d)].path + ": " + std::to_string(n) +
                          " stripe file(s) missing or cut short; reading their experts from " +
-                         (s.copies > 1 ? "their other copies (or the shards)" : "the shards"));
+                         (u.moved ? "their other copies" : s.copies > 1 ? "their other copies (or the shards)" : "the shards"));
   for (const auto& [d, n] : missing_spine)
     u.warnings.push_back("drive " + s.drives[size_t(d)].path + ": " + std::to_string(n) +
                          " spine stripe file(s) missing or cut short; reading their tensors from the shards");
   return u;
 }
 
-namespace {
-// Throws naming the file unless it is whole and holds the shards' bytes.
-void check_file(const Checkpoint& ck, const Stripe& s, const StripeFile& f) {
-  if (!file_has_size(f.path, f.bytes)) fail(f.path, "missing or of the wrong size (drive " + s.drives[size_t(f.drive)].path + ")");
-  if (trailer_hash(f.path, f.bytes) != f.hash) fail(f.path, "trailer checksum differs from the manifest's");
-  AlignedBuffer mine(kCopyBlock), theirs(kCopyBlock);
-  uint64_t h = kFnvBasis;
-  const std::vector<Part> parts = file_parts(ck, s, f);
-  for (size_t i = 0; i < parts.size(); i++) {
-    const Part& p = parts[i];
-    for (uint64_t off = 0; off < p.src.length; off += kCopyBlock) {
-      const uint64_t n = std::min(kCopyBlock, p.src.length - off);
-      read_exact(f.path, mine.data(), n, p.at + off);
-      h = fnv1a64(h, mine.data(), n);
-      read_exact(ck.shard_paths[size_t(p.src.file)], theirs.data(), n, p.src.offset + off);
-      if (std::memcmp(mine.data(), theirs.data(), n) != 0)
-        fail(f.path, part_name(f, i) + " differs from the shards (drive " + s.drives[size_t(f.drive)].path + ")");
-    }
-  }
-  if (h != f.hash) fail(f.path, "bytes fail their checksum");
-}
-}  // namespace
 
 std::vector<std::string> verify_stripe(const Checkpoint& ck, bool repair) {
   std::vector<std::string> problems;
   const Stripe s = read_stripe(ck.dir);
   const std::string stale = shard_stamps_differ(read_manifest(ck.dir).at("shards"), ck);
   if (!stale.empty()) problems.push_back(stripe_manifest_path(ck.dir) + ": stripe is stale (" + stale + ")");
+  if (s.punching >= 0) problems.push_back(stripe_manifest_path(ck.dir) + ": a `stripe --move` was cut off; run it again to finish");
   std::vector<StripeFile> all = s.files;
   all.insert(all.end(), s.spine_files.begin(), s.spine_files.end());
+  bool repairable = !stale.empty() && !s.moved;  // a stale manifest is made again
   for (const StripeFile& f : all) {
     try {
       check_file(ck, s, f);
     } catch (const Error& e) {
       problems.push_back(e.what());
-      if (repair) fs::remove(f.path);  // written again below
+      if (!repair) continue;
+      if (s.moved && f.layer >= 0) {  // its bytes are nowhere else
+        problems.back() += " (not repaired: the experts were moved off the shards, this file was their only copy)";
+        continue;
+      }
+      fs::remove(f.path);  // written again below
+      repairable = true;
     }
   }
-  if (repair && !problems.empty()) {
+  if (repairable) {
     write_stripe(ck, s.drives, s.copies, {}, !s.spine_files.empty());
     return verify_stripe(ck, false);
   }
   return problems;
+}
+
+std::vector<std::vector<std::pair<uint64_t, FileSpan>>> moved_expert_spans(const Checkpoint& ck, const StripeUse& u) {
+  std::vector<std::vector<std::pair<uint64_t, FileSpan>>> out(ck.shard_paths.size());
+  for (size_t l = 0; l < u.shard_spans.size(); l++)
+    for (size_t e = 0; e < u.shard_spans[l].size(); e++) {
+      const FileSpan& shard = u.shard_spans[l][e];
+      if (shard.length) out[size_t(shard.file)].push_back({shard.offset, ck.experts[l][e]});
+    }
+  for (auto& v : out) std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
 }
 
 int stripe_drive_of(const Stripe& s, const std::string& path) {

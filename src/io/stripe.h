@@ -38,6 +38,17 @@
 // from the drive files (appended to the checkpoint's file list); a stale
 // manifest (a shard changed), or a drive file missing or of the wrong size,
 // leaves those experts on the shards, with a warning naming the drive.
+//
+// --move frees the shards' copy of the experts once every drive file is
+// checked bit-exact against them: their spans become holes in the shards
+// (fallocate PUNCH_HOLE; the header and the spine stay where they are, and
+// each shard's modification time is set back, so packs bound to it still
+// hold). stripe.json says "moved": true before the first hole is made, and
+// from then on the drives are the only copy: a missing drive file, a stale
+// manifest over holes, --no-stripe and the shard fallback are errors, never
+// zeros; a restripe reads the experts from the current stripe; verify hashes
+// the shards through it. While a shard is being punched the manifest names
+// it ("punching"); a run killed there is finished by the next `stripe`.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -73,6 +84,8 @@ struct Stripe {
   int copies = 1;  // drives holding each expert
   std::vector<StripeFile> files;        // the experts'
   std::vector<StripeFile> spine_files;  // --spine: the spine's tensors
+  bool moved = false;  // --move: the experts' spans are holes in the shards
+  int punching = -1;   // the shard --move was punching when the manifest was written (-1: none)
 };
 
 // DIR/stripe.json.
@@ -105,13 +118,31 @@ struct StripeResult {
   bool up_to_date = false;  // the manifest and every file were already there
   int written = 0, kept = 0;
   uint64_t bytes_written = 0;
+  uint64_t bytes_freed = 0;  // --move: expert bytes punched out of the shards by this run
   std::vector<uint64_t> drive_bytes;  // span bytes placed on each drive (spine tensors included)
 };
+// Where write_stripe reads the shards' bytes: (file of ck, offset, dst, n).
+using ShardReader = std::function<void(int file, uint64_t offset, uint8_t* dst, uint64_t n)>;
+struct StripeSource {
+  std::function<ShardReader()> make_reader;  // one reader per worker (default: the shards on disk)
+  int jobs = 1;                               // files written at once
+  // The shards never held the experts (setup --drives: sparse shards, the
+  // experts straight from the hub): the stripe is moved from the start.
+  bool shards_are_holes = false;
+};
+
 // Writes the files plan_stripe names that are not there yet, then the
 // manifest; removes the drive files of an earlier stripe of DIR that the new
-// one does not name. progress(done, total) counts span bytes.
+// one does not name. progress(done, total) counts span bytes. Over a moved
+// stripe the experts are read from its drive files (the new stripe stays
+// moved); move: then frees the shards' copy (see --move above; it finishes
+// an interrupted one too).
 StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& drives, int copies = 1,
-                          const std::function<void(uint64_t, uint64_t)>& progress = {}, bool spine = false);
+                          const std::function<void(uint64_t, uint64_t)>& progress = {}, bool spine = false,
+                          bool move = false, const StripeSource* source = nullptr);
+
+// DIR/stripe.json exists and says the experts were moved off the shards.
+bool stripe_moved(const std::string& dir);
 
 // Reads DIR/stripe.json; throws naming it when malformed.
 Stripe read_stripe(const std::string& dir);
@@ -127,7 +158,9 @@ struct StripeUse {
   std::vector<double> drive_weights;  // their weights (rates), as the manifest has them
   std::vector<int> file_devices;
   // The striped experts' spans in the shards, [layer][expert] (length 0: not
-  // striped): where a failing drive's experts are read from instead.
+  // striped): where a failing drive's experts are read from instead, unless
+  // moved (then they are holes there, and a drive is the only copy).
+  bool moved = false;
   std::vector<std::vector<FileSpan>> shard_spans;
   // With copies: each expert's other drive-file spans, [layer][expert]
   // (empty: one copy); ck.experts holds the first.
@@ -143,10 +176,17 @@ struct StripeUse {
 StripeUse apply_stripe(Checkpoint& ck, bool spine = true);
 
 // Every drive file: present, its size, its trailer, and its span bytes
-// against the shards' (bit-exact). Returns problems, each naming the file.
-// repair: a stale manifest is made again and bad files are written again
-// from the shards; returns what remains wrong after that.
+// against the shards' (bit-exact; a moved stripe's expert files against
+// their checksum, the shards holding none). Returns problems, each naming
+// the file. repair: a stale manifest is made again and bad files are written
+// again from the shards (not a moved stripe's expert files: their bytes are
+// nowhere else); returns what remains wrong after that.
 std::vector<std::string> verify_stripe(const Checkpoint& ck, bool repair = false);
+
+// A moved stripe: where each shard's expert spans now live, for reading a
+// shard as it was (verify's sha256): [shard] -> (offset in the shard, span
+// in a drive file of ck, as apply_stripe left it), by offset.
+std::vector<std::vector<std::pair<uint64_t, FileSpan>>> moved_expert_spans(const Checkpoint& ck, const StripeUse& u);
 
 // Which drive of the stripe `path` (a file of ck.shard_paths) lives on: -1 for a shard.
 int stripe_drive_of(const Stripe& s, const std::string& path);

@@ -6,10 +6,19 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "arch/open.h"
+#include "base/atomic_file.h"
 #include "base/disk_full_test_util.h"
+#include "base/file_io.h"
+#include "base/read_file.h"
+#include "checkpoint/shard_stamp.h"
+#include "hub/setup_manifest.h"
+#include "hub/sha256.h"
+#include "hub/verify_install.h"
 #include "engine/session_test_util.h"
 #include "support/pack_test_util.h"
 
@@ -226,6 +235,138 @@ TEST(Stripe, FullDiskLeavesTheModelUsableAndTheNextRunResumes) {
   EXPECT_FALSE(r.up_to_date);
   EXPECT_TRUE(verify_stripe(ck).empty());
   EXPECT_EQ(logits(t.dir.string(), 0, false), want);
+}
+
+// The bytes of `span` in its file.
+std::vector<uint8_t> span_bytes(const Checkpoint& ck, const FileSpan& span) {
+  std::vector<uint8_t> b(span.length);
+  read_exact(ck.shard_paths[size_t(span.file)], b.data(), b.size(), span.offset);
+  return b;
+}
+
+// --move: refused while a process has the shards open; then the shards' expert
+// bytes are zeros (their header, spine and times unchanged: stamps still
+// match), the drives alone give the unstriped logits (resident and
+// streamed), verify checks the moved files by checksum; --no-stripe, a lost
+// drive with no other copy, a stale manifest over the holes and a move cut
+// off while punching are clear errors, never zeros; the next `stripe --move`
+// finishes a cut-off one; a restripe (two copies) reads the experts from the
+// current stripe and stays moved.
+TEST(Stripe, MoveFreesTheShardsAndTheDrivesHoldTheOnlyCopy) {
+  TempModel t("stripe-test-move");
+  Drives d("stripe-test-move-drives");
+  const std::string dir = t.dir.string();
+  const Checkpoint ck = open_checkpoint(dir);
+  const std::vector<float> want0 = logits(dir, 0, true), want2 = logits(dir, 2 << 20, true);
+  const nlohmann::json stamps = shard_stamps_json(ck);
+  std::vector<std::vector<uint8_t>> spine_before;
+  for (const auto& [name, info] : ck.tensors) spine_before.push_back(span_bytes(ck, info.span()));
+  {
+    ModelOptions o;
+    o.max_context = 16;
+    auto open = open_model(dir, o);  // its readers hold the shards
+    const std::string e = pack_test::error_of([&] { write_stripe(ck, d.two(1, 1), 1, {}, false, /*move=*/true); });
+    EXPECT_NE(e.find("another sluice process"), std::string::npos) << e;
+    EXPECT_FALSE(stripe_moved(dir));
+  }
+  SetupManifest setup;  // as `sluice setup` records a full install: each shard's sha256
+  setup.mode = "full";
+  for (const std::string& shard : ck.shard_paths) {
+    ManifestFile f;
+    f.size = fs::file_size(shard);
+    f.sha256 = sha256_file(shard);
+    f.checked = "lfs-sha256";
+    setup.files[base_name(shard)] = f;
+    setup.planned[base_name(shard)] = PlannedFile{f.size, f.sha256, "", false};
+  }
+  write_setup_manifest(dir, setup);
+  StripeResult r;
+  const std::string refused = pack_test::error_of([&] { r = write_stripe(ck, d.two(1, 1), 1, {}, false, true); });
+  if (refused.find("cannot free part of a file") != std::string::npos) GTEST_SKIP() << refused;
+  ASSERT_EQ(refused, "");
+  EXPECT_TRUE(stripe_moved(dir));
+  EXPECT_EQ(shard_stamps_differ(stamps, ck), "") << "the shards' times are set back";
+  for (const auto& layer : ck.experts)
+    for (const FileSpan& e : layer)
+      for (uint8_t b : span_bytes(ck, e)) {
+        ASSERT_EQ(b, 0) << "an expert byte left in the shards";
+      }
+  size_t i = 0;
+  for (const auto& [name, info] : ck.tensors) {
+    bool expert = false;
+    for (const auto& layer : ck.experts)
+      for (const FileSpan& e : layer) expert = expert || (info.shard == e.file && info.offset >= e.offset && info.offset < e.offset + e.length);
+    if (!expert) {
+      EXPECT_EQ(span_bytes(ck, info.span()), spine_before[i]) << name;
+    }
+    i++;
+  }
+  EXPECT_EQ(logits(dir, 0, false), want0);
+  EXPECT_EQ(logits(dir, 2 << 20, false), want2);
+  EXPECT_TRUE(verify_stripe(ck).empty());
+  EXPECT_NE(sha256_file(ck.shard_paths[0]), setup.files[base_name(ck.shard_paths[0])].sha256);
+  std::vector<std::string> lines;
+  VerifyResult v = verify_model(dir, false, [&](const VerifyLine& l) { lines.push_back(l.text); });
+  EXPECT_EQ(v.problems, 0);
+  int through = 0;
+  for (const std::string& l : lines) through += l.find("moved there") != std::string::npos;
+  EXPECT_EQ(through, int(ck.shard_paths.size())) << "each shard's sha256 with its experts read from the drives";
+  EXPECT_NE(pack_test::error_of([&] { logits(dir, 0, true); }).find("--no-stripe"), std::string::npos);
+  EXPECT_TRUE(write_stripe(ck, d.two(1, 1), 1, {}, false, true).up_to_date);
+  EXPECT_TRUE(write_stripe(ck, d.two(1, 1)).up_to_date) << "moved stays moved";
+
+  // A restripe reads the experts from the drives (the shards hold zeros).
+  std::vector<StripeDrive> three = d.two(1, 1);
+  three.push_back({(d.root / "c").string(), 1});
+  EXPECT_FALSE(write_stripe(ck, three, 2).up_to_date);
+  EXPECT_TRUE(read_stripe(dir).moved);
+  EXPECT_TRUE(verify_stripe(ck).empty());
+  EXPECT_EQ(logits(dir, 0, false), want0);
+  fs::remove_all(d.root / "c");  // every expert has another copy
+  EXPECT_EQ(logits(dir, 2 << 20, false), want2);
+  write_stripe(ck, d.two(1, 1));  // one copy again, from what is left
+  EXPECT_EQ(logits(dir, 0, false), want0);
+
+  // A damaged moved file: verify finds it and cannot repair it from the shards.
+  const Stripe s = read_stripe(dir);
+  const StripeFile& f = s.files[0];
+  pack_test::flip_bit(f.path, 100);
+  const auto problems = verify_stripe(ck, /*repair=*/true);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("only copy"), std::string::npos) << problems[0];
+  v = verify_model(dir, false, [](const VerifyLine&) {});
+  EXPECT_EQ(v.problems, 1) << "the shard whose experts the damaged file holds";
+  pack_test::flip_bit(f.path, 100);
+
+  // A drive gone, one copy: an error naming it, not the shards' zeros.
+  fs::rename(d.root / "b", d.root / "b.away");
+  std::string e = pack_test::error_of([&] { logits(dir, 0, false); });
+  EXPECT_NE(e.find((d.root / "b").string()), std::string::npos) << e;
+  EXPECT_NE(e.find("only copy"), std::string::npos) << e;
+  fs::rename(d.root / "b.away", d.root / "b");
+
+  // Cut off while punching shard 0 (its time moved): refused until the next
+  // `stripe --move` finishes it.
+  Stripe cut = read_stripe(dir);
+  nlohmann::json m = nlohmann::json::parse(read_regular_file(stripe_manifest_path(dir), 1 << 24));
+  m["punching"] = 0;
+  write_file_atomic(stripe_manifest_path(dir), m.dump());
+  const std::string shard0 = ck.shard_paths[0];
+  fs::last_write_time(shard0, fs::last_write_time(shard0) + std::chrono::seconds(5));
+  e = pack_test::error_of([&] { logits(dir, 0, false); });
+  EXPECT_NE(e.find("cut off"), std::string::npos) << e;
+  EXPECT_FALSE(verify_stripe(ck).empty());
+  const StripeResult finished = write_stripe(ck, d.two(1, 1), 1, {}, false, true);
+  EXPECT_FALSE(finished.up_to_date);
+  EXPECT_EQ(shard_stamps_differ(stamps, ck), "");
+  EXPECT_EQ(read_stripe(dir).punching, -1);
+  EXPECT_EQ(logits(dir, 0, false), want0);
+
+  // A shard changed after the move: the stripe is stale over holes.
+  fs::last_write_time(shard0, fs::last_write_time(shard0) + std::chrono::seconds(5));
+  e = pack_test::error_of([&] { logits(dir, 0, false); });
+  EXPECT_NE(e.find("holes"), std::string::npos) << e;
+  EXPECT_NE(pack_test::error_of([&] { write_stripe(ck, d.two(1, 1)); }), "");
 }
 
 TEST(Stripe, DrivesListParsesWeightsAndRefusesBadOnes) {

@@ -195,6 +195,9 @@ std::unique_ptr<K3Model> open_k3_model(const std::string& dir, const ModelOption
   // list), before the spine takes its tensors' places (--spine stripes).
   StripeUse stripe;
   if (!opt.no_stripe) stripe = apply_stripe(m->ck, /*spine=*/!pack);
+  else if (stripe_moved(dir))
+    fail("--no-stripe", "the routed experts of " + dir + " were moved to the drives of its stripe (stripe --move): the shards no "
+                        "longer hold them");
   for (const std::string& w : stripe.warnings)
     if (opt.on_warning) opt.on_warning(w);
   m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, std::move(pack), m->backend);
@@ -212,7 +215,9 @@ std::unique_ptr<K3Model> open_k3_model(const std::string& dir, const ModelOption
   io.queue_depth = m->reader_depth;
   io.device_depths = drive_depths;
   io.file_devices = stripe.file_devices;
-  std::unique_ptr<ExpertSource> filler = opt.miss_filler ? opt.miss_filler(m->ck) : nullptr;
+  // A moved stripe holds every expert on its drives: nothing is missing
+  // (setup --drives leaves a stream manifest until it has checked them).
+  std::unique_ptr<ExpertSource> filler = opt.miss_filler && !stripe.moved ? opt.miss_filler(m->ck) : nullptr;
   if (!filler && (opt.pread_experts || m->ck.config.num_experts == 0)) {
     m->experts = make_pread_expert_source(m->ck);
   } else {
@@ -222,6 +227,7 @@ std::unique_ptr<K3Model> open_k3_model(const std::string& dir, const ModelOption
     d.queue_depth = io.queue_depth;
     d.file_devices = stripe.file_devices;
     d.shard_spans = stripe.shard_spans;  // a failing drive's experts: read from the shards
+    d.shards_moved = stripe.moved;       // (unless moved off them: then from other copies only)
     d.copy_spans = stripe.copy_spans;    // --copies: each read from the drive holding it that finishes first
     d.device_weights = stripe.drive_weights;
     d.on_warning = opt.on_warning;
