@@ -9,12 +9,8 @@
 # keeps no stripe; the hub mended, the rerun fetches only that shard's experts.
 source "$(dirname "$0")/lib.sh"
 
-make_hub "$T/hub"
-start_nginx "$T/hub"
-HUB=http://127.0.0.1:$NGINX_PORT
-LOG=$T/nginx/access.log
-log_mark() { wc -l < "$LOG"; }
-served_since() { tail -n +$(($1 + 1)) "$LOG" | grep '\.safetensors" 206' | awk '{s += $4} END {print s + 0}'; }
+serve_fixture
+served_since() { log_since "$1" | grep '\.safetensors" 206' | awk '{s += $4} END {print s + 0}'; }
 shard_bytes=0
 for f in "$MODEL"/*.safetensors; do shard_bytes=$((shard_bytes + $(stat -c %s "$f"))); done
 D="$T/d1:1,$T/d2:1"

@@ -4,12 +4,7 @@
 # fetch nothing, the span cache (hits, bound, corruption), verify and repair.
 source "$(dirname "$0")/lib.sh"
 
-make_hub "$T/hub"
-start_nginx "$T/hub"
-HUB=http://127.0.0.1:$NGINX_PORT
-LOG=$T/nginx/access.log
-log_mark() { wc -l < "$LOG"; }
-log_since() { tail -n +$(($1 + 1)) "$LOG"; }
+serve_fixture
 stat_field() { grep -o "\"$2\":[0-9.]*" "$1" | cut -d: -f2; }
 
 step "full install"

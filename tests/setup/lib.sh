@@ -136,6 +136,17 @@ start_proxy() {
 }
 stop_proxy() { kill "$PROXY_PID" 2>/dev/null || true; wait "$PROXY_PID" 2>/dev/null || true; }
 
+# serve_fixture: the fixture's hub layout served by nginx; sets HUB and LOG
+# (its access log), for log_mark (a line count now) and log_since MARK.
+serve_fixture() {
+  make_hub "$T/hub"
+  start_nginx "$T/hub"
+  HUB=http://127.0.0.1:$NGINX_PORT
+  LOG=$T/nginx/access.log
+}
+log_mark() { wc -l < "$LOG"; }
+log_since() { tail -n +$(($1 + 1)) "$LOG"; }
+
 # Runs a command that must fail; its stderr goes to $T/err.
 must_fail() {
   if "$@" 2> "$T/err"; then cat "$T/err" >&2; die "expected to fail: $*"; fi
