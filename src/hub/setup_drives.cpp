@@ -93,6 +93,7 @@ void record_full_install(const std::string& dir, const std::vector<StreamShard>&
   }
   write_setup_manifest(dir, m);
   fs::remove(dir + "/" + kStreamManifestName);
+  fs::remove_all(dir + "/" + kSpanCacheDirName);  // spans a stream run cached: on the drives now
 }
 
 }  // namespace

@@ -343,6 +343,11 @@ TEST(Stripe, MoveFreesTheShardsAndTheDrivesHoldTheOnlyCopy) {
   std::string e = pack_test::error_of([&] { logits(dir, 0, false); });
   EXPECT_NE(e.find((d.root / "b").string()), std::string::npos) << e;
   EXPECT_NE(e.find("only copy"), std::string::npos) << e;
+  v = verify_model(dir, /*repair=*/true, [](const VerifyLine&) {});
+  EXPECT_EQ(v.problems, 1) << "the stripe; the shards are not hashed (their holes would fail)";
+  SetupManifest after;
+  ASSERT_TRUE(read_setup_manifest(dir, &after));
+  EXPECT_EQ(after.files.size(), setup.files.size()) << "no shard dropped for setup to download over the holes";
   fs::rename(d.root / "b.away", d.root / "b");
 
   // Cut off while punching shard 0 (its time moved): refused until the next
