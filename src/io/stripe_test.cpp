@@ -244,6 +244,23 @@ std::vector<uint8_t> span_bytes(const Checkpoint& ck, const FileSpan& span) {
   return b;
 }
 
+// The setup manifest `sluice setup --full` would have written for ck's
+// shards (each one's sha256), written to its folder.
+SetupManifest record_full_install(const Checkpoint& ck) {
+  SetupManifest setup;
+  setup.mode = "full";
+  for (const std::string& shard : ck.shard_paths) {
+    ManifestFile f;
+    f.size = fs::file_size(shard);
+    f.sha256 = sha256_file(shard);
+    f.checked = "lfs-sha256";
+    setup.files[base_name(shard)] = f;
+    setup.planned[base_name(shard)] = PlannedFile{f.size, f.sha256, "", false};
+  }
+  write_setup_manifest(ck.dir, setup);
+  return setup;
+}
+
 // --move: refused while a process has the shards open; then the shards' expert
 // bytes are zeros (their header, spine and times unchanged: stamps still
 // match), the drives alone give the unstriped logits (resident and
@@ -269,17 +286,7 @@ TEST(Stripe, MoveFreesTheShardsAndTheDrivesHoldTheOnlyCopy) {
     EXPECT_NE(e.find("another sluice process"), std::string::npos) << e;
     EXPECT_FALSE(stripe_moved(dir));
   }
-  SetupManifest setup;  // as `sluice setup` records a full install: each shard's sha256
-  setup.mode = "full";
-  for (const std::string& shard : ck.shard_paths) {
-    ManifestFile f;
-    f.size = fs::file_size(shard);
-    f.sha256 = sha256_file(shard);
-    f.checked = "lfs-sha256";
-    setup.files[base_name(shard)] = f;
-    setup.planned[base_name(shard)] = PlannedFile{f.size, f.sha256, "", false};
-  }
-  write_setup_manifest(dir, setup);
+  const SetupManifest setup = record_full_install(ck);
   StripeResult r;
   const std::string refused = pack_test::error_of([&] { r = write_stripe(ck, d.two(1, 1), 1, {}, false, true); });
   if (refused.find("cannot free part of a file") != std::string::npos) GTEST_SKIP() << refused;
@@ -304,7 +311,7 @@ TEST(Stripe, MoveFreesTheShardsAndTheDrivesHoldTheOnlyCopy) {
   EXPECT_EQ(logits(dir, 0, false), want0);
   EXPECT_EQ(logits(dir, 2 << 20, false), want2);
   EXPECT_TRUE(verify_stripe(ck).empty());
-  EXPECT_NE(sha256_file(ck.shard_paths[0]), setup.files[base_name(ck.shard_paths[0])].sha256);
+  EXPECT_NE(sha256_file(ck.shard_paths[0]), setup.files.at(base_name(ck.shard_paths[0])).sha256);
   std::vector<std::string> lines;
   VerifyResult v = verify_model(dir, false, [&](const VerifyLine& l) { lines.push_back(l.text); });
   EXPECT_EQ(v.problems, 0);
