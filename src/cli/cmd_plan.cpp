@@ -39,6 +39,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -95,6 +96,7 @@ struct DiskRate {
   // Several drives (--disk-gbps 7,7,3.5): gbps is the experts' striped rate;
   // the spine streams from the model folder's own drive, the first listed.
   double spine_gbps = 0;  // 0: gbps (one drive)
+  std::string spine_where = "";  // with spine_gbps: where the spine is read, for the I/O floor line
 };
 
 uint64_t free_bytes(const std::string& dir) {
@@ -103,32 +105,39 @@ uint64_t free_bytes(const std::string& dir) {
   return uint64_t(v.f_bavail) * uint64_t(v.f_frsize);
 }
 
-// Random reads of `read_bytes` (one expert span) as the engine's expert reader
-// makes them, at the queue depth saved for that disk: the model's shards when
-// there, else a scratch file in --dest (or the current folder), deleted after.
-// Three rounds; the median rate, and their spread.
-DiskRate measure_disk(const PlanArgs& a, const Checkpoint& ck, uint64_t read_bytes) {
-  if (!a.disk_gbps.empty()) {
-    const StripedRate r = striped_rate(a.disk_gbps, ck.config.num_experts);  // several drives: io/stripe.h
-    if (r.drives == 1) return {r.gbps, "given (--disk-gbps)"};
-    DiskRate d{r.gbps, "given (--disk-gbps " + a.disk_gbps + ": " + std::to_string(r.drives) + " drives, experts per layer " +
-                        r.placement + (a.stripe_spine ? "; the spine striped over them" : "; the spine on the first") + ")"};
-    // The spine on the first drive, or split by bytes in proportion to the
-    // rates (stripe --spine): read at their sum.
-    d.spine_gbps = a.stripe_spine ? r.sum_gbps : r.first_gbps;
-    return d;
+// Random reads of `read_bytes` (one expert span) over `files` as the engine's
+// expert reader makes them, at the queue depth saved for the disk of `where`:
+// three rounds of `seconds` / 3, sorted. Throws when a read fails; *direct
+// false when the file system refused O_DIRECT.
+std::vector<double> read_rounds(const std::vector<std::string>& files, const std::string& where, uint64_t read_bytes,
+                                double seconds, bool* direct) {
+  if (read_bytes < 4096) fail(where, "no file large enough to measure");
+  ProbeOptions o;
+  o.read_bytes = read_bytes;
+  o.budget_bytes = 64ull << 30;
+  o.max_seconds = seconds / 3;
+  o.reader.queue_depth = default_queue_depth(where);
+  std::vector<double> rates;
+  for (int round = 0; round < 3; round++) {
+    const ProbeResult r = measure_read_ceiling(files, o);
+    rates.push_back(r.gbps);
+    *direct = *direct && r.direct;
   }
+  std::sort(rates.begin(), rates.end());
+  return rates;
+}
+
+DiskRate assumed_disk(const std::string& why) {
+  return {kAssumedDiskGbps, "assumed " + std::to_string(int(kAssumedDiskGbps)) + " GB/s: " + why + " (--disk-gbps to say)"};
+}
+
+// Three rounds on `files`, or (none given) on a 1 GiB scratch file written
+// in `where` and deleted after: the median, and the rounds' spread.
+DiskRate measure_files(const PlanArgs& a, std::vector<std::string> files, const std::string& where, uint64_t read_bytes) {
   constexpr uint64_t kScratch = 1ull << 30;
-  std::vector<std::string> files;
-  std::string where = a.dest.empty() ? "." : a.dest, scratch;
-  if (!layout_only(ck) && a.dest.empty()) {
-    files = ck.shard_paths, where = ck.dir;
-    const uint64_t largest = *std::max_element(ck.shard_sizes.begin(), ck.shard_sizes.end());
-    read_bytes = std::min(read_bytes, largest / 4096 * 4096);
-  } else if (free_bytes(where) < 2 * kScratch) {
-    return {kAssumedDiskGbps, "assumed " + std::to_string(int(kAssumedDiskGbps)) + " GB/s: " + where +
-                                  " has no 2 GB free for a scratch file to measure (--disk-gbps to say)"};
-  } else {
+  std::string scratch;
+  if (files.empty()) {
+    if (free_bytes(where) < 2 * kScratch) return assumed_disk(where + " has no 2 GB free for a scratch file to measure");
     scratch = where + "/.sluice-plan-probe-" + std::to_string(getpid());
     files = {scratch};
   }
@@ -141,30 +150,106 @@ DiskRate measure_disk(const PlanArgs& a, const Checkpoint& ck, uint64_t read_byt
   std::vector<double> rates;
   bool direct = true;
   try {
-    if (read_bytes < 4096) fail(where, "no file large enough to measure");
     if (!scratch.empty()) write_probe_file(scratch, kScratch);
-    ProbeOptions o;
-    o.read_bytes = read_bytes;
-    o.budget_bytes = 64ull << 30;
-    o.max_seconds = a.disk_probe_seconds / 3;
-    o.reader.queue_depth = default_queue_depth(where);
-    for (int round = 0; round < 3; round++) {
-      const ProbeResult r = measure_read_ceiling(files, o);
-      rates.push_back(r.gbps);
-      direct = direct && r.direct;
-    }
+    rates = read_rounds(files, where, read_bytes, a.disk_probe_seconds, &direct);
   } catch (const std::exception& e) {
-    return {kAssumedDiskGbps, "assumed " + std::to_string(int(kAssumedDiskGbps)) + " GB/s: measuring failed (" +
-                                  std::string(e.what()) + "; --disk-gbps to say)"};
+    return assumed_disk("measuring failed (" + std::string(e.what()) + ")");
   }
   if (!direct)
-    return {kAssumedDiskGbps, "assumed " + std::to_string(int(kAssumedDiskGbps)) + " GB/s: the file system of " + where +
-                                  " refused O_DIRECT, so a read test measures the page cache (--disk-gbps to say)"};
-  std::sort(rates.begin(), rates.end());
+    return assumed_disk("the file system of " + where + " refused O_DIRECT, so a read test measures the page cache");
   char how[300];
   std::snprintf(how, sizeof how, "measured on the disk of %s: random %.1f MB O_DIRECT reads%s, median of 3 rounds",
                 where.c_str(), double(read_bytes) / 1e6, scratch.empty() ? " of the shards" : " of a scratch file");
   return {rates[1], how, rates.back() / std::max(rates.front(), 1e-9), 3};
+}
+
+// A model whose experts a stripe lays over drives (io/stripe.h): each drive
+// read on its own stripe files, the experts' rate the busiest drive's share
+// of a layer sets (with copies, the drives' sum: each chunk comes from the
+// drive that frees first); the spine's from its drives (stripe --spine),
+// else from the shards' disk, read on the shards unless they hold holes
+// (stripe --move: read on `spine_rate` instead). Empty when no stripe is used.
+std::optional<DiskRate> measure_stripe(const PlanArgs& a, const Checkpoint& ck, uint64_t read_bytes,
+                                       const std::function<double()>& spine_rate) {
+  if (!a.disk_gbps.empty() || !a.dest.empty() || layout_only(ck)) return std::nullopt;
+  Checkpoint striped = ck;
+  StripeUse u;
+  Stripe s;
+  try {
+    u = apply_stripe(striped);
+    if (u.drives.empty()) return std::nullopt;  // none, or stale: the shards are read
+    s = read_stripe(ck.dir);
+  } catch (const Error& e) {
+    return assumed_disk(std::string("the model's stripe does not open: ") + e.what());
+  }
+  const double seconds = a.disk_probe_seconds / double(u.drives.size() + 1);
+  std::vector<double> rates;
+  std::string each;
+  try {
+    bool direct = true;
+    for (size_t d = 0; d < u.drives.size(); d++) {
+      std::vector<std::string> files;
+      for (size_t f = 0; f < striped.shard_paths.size(); f++)
+        if (u.file_devices.size() > f && u.file_devices[f] == int(d) + 1) files.push_back(striped.shard_paths[f]);
+      rates.push_back(read_rounds(files, u.drives[d], read_bytes, seconds, &direct)[1]);
+      char one[64];
+      std::snprintf(one, sizeof one, "%s%.2f", d ? "/" : "", rates.back());
+      each += one;
+    }
+    if (!direct) return assumed_disk("a drive of the stripe refused O_DIRECT");
+  } catch (const std::exception& e) {
+    return assumed_disk(std::string("measuring the stripe's drives failed (") + e.what() + ")");
+  }
+  std::vector<double> share(u.drives.size(), 0);  // one layer's experts on each drive (by its device)
+  for (const StripeFile& f : s.files)
+    if (f.layer == s.files[0].layer)
+      for (size_t d = 0; d < u.drives.size(); d++)
+        if (u.drives[d] == s.drives[size_t(f.drive)].path) share[d] += double(f.experts.size()) / s.copies;
+  double sum = 0, slowest = 0, experts = 0;
+  for (size_t d = 0; d < rates.size(); d++) {
+    sum += rates[d], experts += share[d];
+    slowest = std::max(slowest, share[d] / std::max(rates[d], 1e-9));
+  }
+  DiskRate r;
+  r.gbps = s.copies > 1 || slowest <= 0 ? sum : experts / slowest;
+  r.spine_gbps = u.spine_tensors > 0 ? sum : spine_rate();
+  r.spine_where = u.spine_tensors > 0 ? "striped over the drives" : "the shards' disk";
+  char how[400];
+  std::snprintf(how, sizeof how,
+                "measured on the %zu drives of the stripe (%s GB/s, random %.1f MB O_DIRECT reads of its files; %d "
+                "cop%s), the spine %.2f GB/s %s",
+                u.drives.size(), each.c_str(), double(read_bytes) / 1e6, s.copies, s.copies == 1 ? "y" : "ies",
+                r.spine_gbps, u.spine_tensors > 0 ? "over the drives (stripe --spine)" : s.moved ? "on a scratch file beside the shards (their experts are holes)" : "on the shards");
+  r.how = how;
+  r.rounds = 3;
+  return r;
+}
+
+// The disk's rate for expert-sized reads: given (--disk-gbps), measured on a
+// model's stripe (measure_stripe), on the model's shards when there, else on
+// a scratch file in --dest (or the current folder), deleted after. Three
+// rounds; the median rate, and their spread.
+DiskRate measure_disk(const PlanArgs& a, const Checkpoint& ck, uint64_t read_bytes) {
+  if (!a.disk_gbps.empty()) {
+    const StripedRate r = striped_rate(a.disk_gbps, ck.config.num_experts);  // several drives: io/stripe.h
+    if (r.drives == 1) return {r.gbps, "given (--disk-gbps)"};
+    DiskRate d{r.gbps, "given (--disk-gbps " + a.disk_gbps + ": " + std::to_string(r.drives) + " drives, experts per layer " +
+                        r.placement + (a.stripe_spine ? "; the spine striped over them" : "; the spine on the first") + ")"};
+    // The spine on the first drive, or split by bytes in proportion to the
+    // rates (stripe --spine): read at their sum.
+    d.spine_gbps = a.stripe_spine ? r.sum_gbps : r.first_gbps;
+    d.spine_where = a.stripe_spine ? "striped over the drives" : "the first drive";
+    return d;
+  }
+  const auto on_scratch = [&](const std::string& where, uint64_t bytes) { return measure_files(a, {}, where, bytes); };
+  if (std::optional<DiskRate> striped =
+          measure_stripe(a, ck, read_bytes, [&] { return stripe_moved(ck.dir) ? on_scratch(ck.dir, read_bytes).gbps : measure_files(a, ck.shard_paths, ck.dir, read_bytes).gbps; }))
+    return *striped;
+  if (!layout_only(ck) && a.dest.empty()) {
+    const uint64_t largest = *std::max_element(ck.shard_sizes.begin(), ck.shard_sizes.end());
+    return measure_files(a, ck.shard_paths, ck.dir, std::min(read_bytes, largest / 4096 * 4096));
+  }
+  return on_scratch(a.dest.empty() ? "." : a.dest, read_bytes);
 }
 
 // The expert-cache hit rate the plan can stand behind, and why: every expert
@@ -415,7 +500,7 @@ void print_estimate(const PlanArgs& a, const Checkpoint& ck, const std::string& 
   if (e.disk.spine_gbps > 0)
     std::printf("I/O floor    %.3f s per token: %.3f GB of spine at %.2f GB/s (%s), %.3f GB of experts at %.2f GB/s\n",
                 e.io_floor, gb(e.io_bytes - e.expert_read), e.disk.spine_gbps,
-                a.stripe_spine ? "striped over the drives" : "the first drive", gb(e.expert_read), e.disk.gbps);
+                e.disk.spine_where.c_str(), gb(e.expert_read), e.disk.gbps);
   else
     std::printf("I/O floor    %.3f s per token: %.3f GB at %.2f GB/s\n", e.io_floor, gb(e.io_bytes), e.disk.gbps);
   std::printf("kernels      %s %d core%s, %s kernels: bf16 matvec %.2f GB/s, int8 matvec %.2f GB/s, MXFP4 matvec %.2f GB/s, "

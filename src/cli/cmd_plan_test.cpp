@@ -340,6 +340,41 @@ TEST(CliPlan, SeveralDrivesProjectBelowOne) {
   EXPECT_LT(number_after(striped, "I/O floor   "), 0.5 * number_after(first, "I/O floor   ")) << striped;
 }
 
+// A model with a stripe (io/stripe.h) is measured on its drives, each on its
+// own files, the experts at the busiest drive's share and the spine on the
+// shards; once moved (their experts holes) the spine's disk on a scratch
+// file; with the spine striped, at the drives' sum.
+TEST(CliPlan, AStripedModelIsMeasuredOnItsDrives) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(SLUICE_BINARY).parent_path() / "plan-stripe-test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  fs::copy(fs::path(SLUICE_SOURCE_DIR) / "models/nanok3", root / "m", fs::copy_options::recursive);
+  const std::string m = (root / "m").string(), drives = (root / "a").string() + ":2," + (root / "b").string() + ":1";
+  const std::string p = "plan -m " + m + " --ram 1G --probe-seconds 0.05 --probe-rounds 1 --disk-probe-seconds 0.3";
+  int rc = 0;
+  const std::string stripe = run("stripe -m " + m + " --drives " + drives, &rc);
+  ASSERT_EQ(rc, 0) << stripe;
+  std::string out = run(p, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\ndisk +[0-9.]+ GB/s measured on the 2 drives of the stripe \([0-9.]+/[0-9.]+ GB/s)"))) << out;
+  EXPECT_NE(out.find("on the shards"), std::string::npos) << out;
+  EXPECT_NE(out.find("(the shards' disk)"), std::string::npos) << out;
+  run("stripe -m " + m + " --drives " + drives + " --move", &rc);
+  ASSERT_EQ(rc, 0);
+  out = run(p, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("on a scratch file beside the shards"), std::string::npos) << out;
+  run("stripe -m " + m + " --drives " + drives + " --spine", &rc);
+  ASSERT_EQ(rc, 0);
+  out = run(p, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("over the drives (stripe --spine)"), std::string::npos) << out;
+  EXPECT_NE(out.find("(striped over the drives)"), std::string::npos) << out;
+  for (const auto& e : fs::directory_iterator(root / "m")) EXPECT_EQ(e.path().filename().string().find(".sluice-plan-probe"), std::string::npos);
+  fs::remove_all(root);
+}
+
 namespace {
 
 // Issue 37's contract: with --vram, plan names what is on the GPU and what the
