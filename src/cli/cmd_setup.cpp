@@ -137,7 +137,12 @@ int run_setup_cmd(const SetupArgs& a) {
       std::printf("sluice setup: drive %zu: %s of experts\n", d, human_bytes(double(dr.stripe.drive_bytes[d])).c_str());
     std::printf("sluice setup: experts on %zu drives (%d files written, %d already there), stripe %s; %s\n",
                 dr.stripe.drive_bytes.size(), dr.stripe.written, dr.stripe.kept, (a.dest + "/stripe.json").c_str(),
-                dr.checked ? "every shard's sha256, read through the drives, matches the hub's" : "checked before");
+                dr.checked < 0 ? "checked when it was installed"
+                : dr.checked == dr.shards
+                    ? "every shard's sha256, read through the drives, matches the hub's"
+                    : (std::to_string(dr.checked) + " of " + std::to_string(dr.shards) +
+                       " shards' sha256, read through the drives, match the hub's (the hub gave no hash for the rest)")
+                          .c_str());
   }
   if (a.stream)
     std::printf("sluice setup: %s of experts stay on the server, fetched on first use into %s/.span-cache%s\n",

@@ -118,6 +118,7 @@ DrivesSetupResult run_setup_to_drives(const SetupOptions& options, const std::ve
 
   const Checkpoint ck = open_checkpoint(dir, {.allow_unknown = options.allow_unknown});
   const std::vector<StreamShard> remote = remote_shards(ck, read_stream_manifest(dir));
+  r.shards = int(remote.size());
   for (const StreamShard& s : remote)
     if (s.local && !stripe_moved(dir))
       fail(dir + "/" + s.name, "is already installed whole: lay its experts over the drives with `sluice stripe --model " +
@@ -142,7 +143,8 @@ DrivesSetupResult run_setup_to_drives(const SetupOptions& options, const std::ve
       fail(dir, names + ": sha256 read through the drives differs from the hub's; the drive files holding their "
                         "experts were removed: run setup again to fetch them");
     }
-    r.checked = true;
+    r.checked = 0;
+    for (const StreamShard& s : remote) r.checked += !s.sha256.empty();
   }
   record_full_install(dir, remote);
   return r;

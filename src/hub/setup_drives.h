@@ -26,7 +26,8 @@ namespace sluice {
 struct DrivesSetupResult {
   SetupResult setup;         // the shards' header and spine
   StripeResult stripe;       // the experts on the drives
-  bool checked = false;      // every shard's sha256 read through the stripe matched the hub's (this run)
+  int shards = 0;            // of the checkpoint
+  int checked = -1;          // whose sha256, read through the stripe, matched the hub's oid this run (-1: not checked, a rerun of a finished install)
 };
 
 // options.mode must be full. stripe_progress(done, total) counts expert bytes.
