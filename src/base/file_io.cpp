@@ -85,6 +85,10 @@ void write_exact(int fd, const void* src, uint64_t n, uint64_t offset, const std
   if (!pwrite_full(fd, src, n, offset)) fail(path, std::string("write failed: ") + std::strerror(errno));
 }
 
+Fd::~Fd() {
+  if (fd >= 0) ::close(fd);
+}
+
 void fsync_dir(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) {

@@ -28,6 +28,15 @@ bool pwrite_full(int fd, const void* src, uint64_t n, uint64_t offset);
 // The same, or an error naming the file.
 void write_exact(int fd, const void* src, uint64_t n, uint64_t offset, const std::string& path);
 
+// An open file descriptor, closed on scope exit (-1: none).
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f = -1) : fd(f) {}
+  ~Fd();
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
 // Makes a rename in `dir` durable (best effort: a file system without
 // directory fsync just skips it).
 void fsync_dir(const std::string& dir);

@@ -168,9 +168,9 @@ DiskRate measure_files(const PlanArgs& a, std::vector<std::string> files, const 
 // of a layer sets (with copies, the drives' sum: each chunk comes from the
 // drive that frees first); the spine's from its drives (stripe --spine),
 // else from the shards' disk, read on the shards unless they hold holes
-// (stripe --move: read on `spine_rate` instead). Empty when no stripe is used.
+// (stripe --move): spine_rate(moved) measures that disk. Empty when no stripe is used.
 std::optional<DiskRate> measure_stripe(const PlanArgs& a, const Checkpoint& ck, uint64_t read_bytes,
-                                       const std::function<double()>& spine_rate) {
+                                       const std::function<double(bool moved)>& spine_rate) {
   if (!a.disk_gbps.empty() || !a.dest.empty() || layout_only(ck)) return std::nullopt;
   Checkpoint striped = ck;
   StripeUse u;
@@ -212,7 +212,7 @@ std::optional<DiskRate> measure_stripe(const PlanArgs& a, const Checkpoint& ck, 
   }
   DiskRate r;
   r.gbps = s.copies > 1 || slowest <= 0 ? sum : experts / slowest;
-  r.spine_gbps = u.spine_tensors > 0 ? sum : spine_rate();
+  r.spine_gbps = u.spine_tensors > 0 ? sum : spine_rate(s.moved);
   r.spine_where = u.spine_tensors > 0 ? "striped over the drives" : "the shards' disk";
   char how[400];
   std::snprintf(how, sizeof how,
@@ -241,15 +241,15 @@ DiskRate measure_disk(const PlanArgs& a, const Checkpoint& ck, uint64_t read_byt
     d.spine_where = a.stripe_spine ? "striped over the drives" : "the first drive";
     return d;
   }
-  const auto on_scratch = [&](const std::string& where, uint64_t bytes) { return measure_files(a, {}, where, bytes); };
-  if (std::optional<DiskRate> striped =
-          measure_stripe(a, ck, read_bytes, [&] { return stripe_moved(ck.dir) ? on_scratch(ck.dir, read_bytes).gbps : measure_files(a, ck.shard_paths, ck.dir, read_bytes).gbps; }))
-    return *striped;
-  if (!layout_only(ck) && a.dest.empty()) {
+  const auto on_shards = [&] {
     const uint64_t largest = *std::max_element(ck.shard_sizes.begin(), ck.shard_sizes.end());
     return measure_files(a, ck.shard_paths, ck.dir, std::min(read_bytes, largest / 4096 * 4096));
-  }
-  return on_scratch(a.dest.empty() ? "." : a.dest, read_bytes);
+  };
+  const auto on_scratch = [&](const std::string& where) { return measure_files(a, {}, where, read_bytes); };
+  const auto spine_disk = [&](bool moved) { return (moved ? on_scratch(ck.dir) : on_shards()).gbps; };
+  if (std::optional<DiskRate> striped = measure_stripe(a, ck, read_bytes, spine_disk)) return *striped;
+  if (!layout_only(ck) && a.dest.empty()) return on_shards();
+  return on_scratch(a.dest.empty() ? "." : a.dest);
 }
 
 // The expert-cache hit rate the plan can stand behind, and why: every expert

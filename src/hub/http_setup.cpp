@@ -56,17 +56,6 @@ std::string parent_of(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// An open file descriptor, closed on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
 // Publishes a finished part under its final name (sync, rename, sync the directory).
 void publish(AtomicFile& part) {
   make_dirs(parent_of(part.path()));

@@ -1,13 +1,13 @@
 #include "hub/setup_drives.h"
 
-#include <atomic>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <mutex>
-#include <thread>
 
 #include "base/error.h"
+#include "base/run_jobs.h"
 #include "checkpoint/shard_stamp.h"
 #include "hub/http_client.h"
 #include "hub/setup_manifest.h"
@@ -52,26 +52,15 @@ std::vector<size_t> shards_differing(const std::string& dir, const std::vector<S
   const auto spans = moved_expert_spans(through, u);
   std::mutex mu;
   std::vector<size_t> bad;
-  std::exception_ptr failed;
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i; (i = next++) < remote.size();) {
-      if (remote[i].sha256.empty()) continue;  // nothing to compare with
-      try {
-        if (moved_shard_sha256(through, spans[i], i) == remote[i].sha256) continue;
-        std::lock_guard<std::mutex> lock(mu);
-        bad.push_back(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!failed) failed = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> workers;
-  for (int j = 1; j < std::max(1, jobs); j++) workers.emplace_back(work);
-  work();
-  for (std::thread& t : workers) t.join();
-  if (failed) std::rethrow_exception(failed);
+  run_jobs(remote.size(), jobs, [&] {
+    return [&](size_t i) {
+      if (remote[i].sha256.empty()) return;  // nothing to compare with
+      if (moved_shard_sha256(through, spans[i], i) == remote[i].sha256) return;
+      std::lock_guard<std::mutex> lock(mu);
+      bad.push_back(i);
+    };
+  });
+  std::sort(bad.begin(), bad.end());  // named in shard order
   return bad;
 }
 
@@ -119,8 +108,9 @@ DrivesSetupResult run_setup_to_drives(const SetupOptions& options, const std::ve
   const Checkpoint ck = open_checkpoint(dir, {.allow_unknown = options.allow_unknown});
   const std::vector<StreamShard> remote = remote_shards(ck, read_stream_manifest(dir));
   r.shards = int(remote.size());
+  const bool moved = stripe_moved(dir);
   for (const StreamShard& s : remote)
-    if (s.local && !stripe_moved(dir))
+    if (s.local && !moved)
       fail(dir + "/" + s.name, "is already installed whole: lay its experts over the drives with `sluice stripe --model " +
                                    dir + " --drives ... --move` instead");
   StripeSource source;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/file_io.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/shard_stamp.h"
 #include "hub/http_setup.h"
@@ -134,7 +135,7 @@ void check_files(Verifier& v, SetupManifest& m, bool* manifest_changed, const Mo
       v.problem(name + ": size " + std::to_string(size) + ", expected " + std::to_string(p.size), forget);
       continue;
     }
-    if (moved && moved->unreadable && name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) {
+    if (moved && moved->unreadable && ends_with(name, ".safetensors")) {
       v.note(name + ": not hashed: its experts were moved to a stripe that does not open (above)");
       continue;  // its holes would fail, and a repair would download it over the moved shard
     }
@@ -217,19 +218,13 @@ void check_partials(Verifier& v, const SetupManifest& m) {
 }  // namespace
 
 std::string moved_shard_sha256(const Checkpoint& ck, const std::vector<std::pair<uint64_t, FileSpan>>& moved, size_t shard) {
-  std::map<int, int> fds;  // file of ck -> descriptor
-  struct CloseAll {
-    std::map<int, int>& fds;
-    ~CloseAll() {
-      for (const auto& [file, fd] : fds) ::close(fd);
-    }
-  } close_all{fds};
+  std::map<int, Fd> fds;  // file of ck -> its descriptor, opened on first use
   const auto fd_of = [&](int file) {
-    if (auto it = fds.find(file); it != fds.end()) return it->second;
+    if (auto it = fds.find(file); it != fds.end()) return it->second.fd;
     const std::string& path = ck.shard_paths[size_t(file)];
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-    return fds[file] = fd;
+    return fds.try_emplace(file, fd).first->second.fd;
   };
   Hasher hs;
   uint64_t at = 0;

@@ -11,19 +11,9 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/file_io.h"
 
 namespace sluice {
-
-namespace {
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-};
-
-}  // namespace
 
 size_t page_bytes() { return size_t(sysconf(_SC_PAGESIZE)); }
 

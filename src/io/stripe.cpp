@@ -14,7 +14,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <thread>
 #include <algorithm>
 #include <tuple>
 #include <sstream>
@@ -22,6 +21,7 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/file_io.h"
+#include "base/run_jobs.h"
 #include "checkpoint/shard_stamp.h"
 #include "io/aligned_buffer.h"
 
@@ -168,6 +168,11 @@ json read_manifest(const std::string& dir) {
   }
 }
 
+// A stripe's drive file (its name ends in .spans), not a shard.
+bool is_drive_file(const std::string& path) {
+  return path.size() > 6 && path.compare(path.size() - 6, 6, ".spans") == 0;
+}
+
 // Drive files of an earlier stripe that the new one does not name.
 void remove_unnamed(const Stripe& now, const std::vector<std::string>& folders) {
   std::set<std::string> keep;
@@ -177,7 +182,7 @@ void remove_unnamed(const Stripe& now, const std::vector<std::string>& folders) 
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(folder, ec)) {
       const std::string p = entry.path().string();
-      if (p.size() > 6 && p.compare(p.size() - 6, 6, ".spans") == 0 && !keep.count(p)) fs::remove(p, ec);
+      if (is_drive_file(p) && !keep.count(p)) fs::remove(p, ec);
     }
   }
 }
@@ -377,17 +382,10 @@ std::vector<std::vector<FileSpan>> expert_spans_by_shard(const Checkpoint& ck) {
   return out;
 }
 
-struct OpenFd {
-  int fd = -1;
-  ~OpenFd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 // A shard opened for punching, locked against every other process that has
 // it open (span_reader.cpp takes a shared lock on what it reads): a server
 // reading the experts from the shards must not see them turn to zeros.
-void open_for_punching(const std::string& path, OpenFd& f) {
+void open_for_punching(const std::string& path, Fd& f) {
   f.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (f.fd < 0) fail(path, std::string("cannot open for writing (to free the experts' bytes): ") + std::strerror(errno));
   if (::flock(f.fd, LOCK_EX | LOCK_NB) != 0)
@@ -403,7 +401,7 @@ uint64_t allocated_bytes(int fd) {
 // scratch file there): without it --move would only write zeros.
 bool can_punch_holes(const std::string& folder) {
   const std::string path = folder + "/.sluice-punch-test." + std::to_string(::getpid());
-  OpenFd f;
+  Fd f;
   f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (f.fd < 0) return false;
   const std::vector<uint8_t> block(1 << 16, 1);
@@ -426,7 +424,7 @@ uint64_t punch_shards(const Checkpoint& ck, Stripe& s, const json& stamps, int f
     const std::string& path = ck.shard_paths[i];
     s.punching = int(i);
     write_file_atomic(stripe_manifest_path(ck.dir), manifest_json(s, stamps).dump(1) + "\n");
-    OpenFd f;
+    Fd f;
     open_for_punching(path, f);
     const uint64_t before = allocated_bytes(f.fd);
     for (const FileSpan& e : spans[i])
@@ -451,7 +449,7 @@ uint64_t move_experts(const Checkpoint& ck, Stripe& s) {
   for (const StripeFile& f : s.files) check_file(ck, s, f);
   std::set<std::string> folders;
   for (size_t i = 0; i < ck.shard_paths.size(); i++) {
-    OpenFd f;
+    Fd f;
     open_for_punching(ck.shard_paths[i], f);  // none in use, before anything changes
     folders.insert(parent_dir(ck.shard_paths[i]));
   }
@@ -481,7 +479,7 @@ StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& 
                           const std::function<void(uint64_t, uint64_t)>& progress, bool spine, bool move,
                           const StripeSource* source) {
   for (const std::string& p : ck.shard_paths)
-    if (p.size() > 6 && p.compare(p.size() - 6, 6, ".spans") == 0)
+    if (is_drive_file(p))
       fail(p, "write_stripe takes the checkpoint as opened, not read through a stripe");
   Stripe s = plan_stripe(ck, drives, copies, spine);
   StripeResult r;
@@ -490,6 +488,7 @@ StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& 
   std::set<std::string> old_paths;
   int old_copies = 1;
   bool old_moved = false;
+  json old_shards;  // the stamps the earlier stripe was made with
   if (fs::exists(stripe_manifest_path(ck.dir))) {
     try {
       const json old = read_manifest(ck.dir);
@@ -497,20 +496,20 @@ StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& 
       for (const json& f : old.value("spine_files", json::array())) old_paths.insert(f.at("path").get<std::string>());
       old_copies = old.value("copies", 1);
       old_moved = old.value("moved", false);
+      old_shards = old.value("shards", json());
       for (const json& d : old.at("drives"))
         old_folders.push_back(stripe_folder(d.at("path").get<std::string>(), ck.dir));
     } catch (const std::exception&) {  // a damaged manifest is written again below
       if (stripe_moved(ck.dir)) throw;  // not when the drives hold the only copy: read_stripe names what is wrong
     }
   }
-  if (old_moved) {
-    Stripe old = read_stripe(ck.dir);
-    if (old.punching >= 0) r.bytes_freed += finish_move(ck, old, read_manifest(ck.dir).at("shards"));
-  }
   // The experts' bytes come from the shards, or, once moved, from the
-  // stripe's drive files (apply_stripe refuses when one is missing).
+  // stripe's drive files (apply_stripe refuses when one is missing), after
+  // finishing a move that was cut off.
   Checkpoint through_stripe;
   if (old_moved) {
+    Stripe old = read_stripe(ck.dir);
+    if (old.punching >= 0) r.bytes_freed += finish_move(ck, old, old_shards);
     through_stripe = ck;
     apply_stripe(through_stripe, /*spine=*/false);
   }
@@ -550,40 +549,20 @@ StripeResult write_stripe(const Checkpoint& ck, const std::vector<StripeDrive>& 
   }
   // The files still to write, `jobs` at a time (each worker with its own
   // reader); the first failure stops the others and is thrown.
-  std::mutex mu;
-  size_t next = 0;
-  std::exception_ptr failed;
-  const auto work = [&] {
-    const ShardReader read = make_reader();
-    for (;;) {
-      size_t i;
-      {
+  std::mutex mu;  // the counts and progress
+  run_jobs(to_write.size(), source ? source->jobs : 1, [&] {
+    return [&, read = make_reader()](size_t k) {
+      StripeFile& f = *all[to_write[k]];
+      write_file(src, s, f, read, [&](uint64_t n) {
         std::lock_guard<std::mutex> lock(mu);
-        if (failed || next == to_write.size()) return;
-        i = to_write[next++];
-      }
-      try {
-        write_file(src, s, *all[i], read, [&](uint64_t n) {
-          std::lock_guard<std::mutex> lock(mu);
-          done += n;
-          if (progress) progress(done, total);
-        });
-        std::lock_guard<std::mutex> lock(mu);
-        r.written++;
-        r.bytes_written += all[i]->bytes;
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!failed) failed = std::current_exception();
-        return;
-      }
-    }
-  };
-  const int jobs = std::max(1, std::min(source ? source->jobs : 1, int(to_write.size())));
-  std::vector<std::thread> workers;
-  for (int j = 1; j < jobs; j++) workers.emplace_back(work);
-  work();
-  for (std::thread& t : workers) t.join();
-  if (failed) std::rethrow_exception(failed);
+        done += n;
+        if (progress) progress(done, total);
+      });
+      std::lock_guard<std::mutex> lock(mu);
+      r.written++;
+      r.bytes_written += f.bytes;
+    };
+  });
   s.moved = old_moved || (source && source->shards_are_holes);
   bool same = old_paths.size() == all.size() && old_copies == copies;
   for (const StripeFile* f : all) same = same && old_paths.count(f->path);
