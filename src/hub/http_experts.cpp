@@ -34,9 +34,7 @@ class HttpExperts : public ExpertSource {
       : ck_(ck), cfg_(cfg), cache_(cfg.cache_dir, cfg.manifest.max_cache_bytes) {
     for (size_t s = 0; s < ck.shard_paths.size(); s++) {
       const std::string name = base_name(ck.shard_paths[s]);
-      const StreamShard* found = nullptr;
-      for (const StreamShard& sh : cfg.manifest.shards)
-        if (sh.name == name) found = &sh;
+      const StreamShard* found = find_stream_shard(cfg.manifest, name);
       if (!found) fail(ck.dir + "/" + kStreamManifestName, "shard '" + name + "' has no URL");
       if (found->size != ck.shard_sizes[s])
         fail(ck.shard_paths[s], "is " + std::to_string(ck.shard_sizes[s]) + " bytes, the stream manifest says " +

@@ -23,9 +23,7 @@ namespace fs = std::filesystem;
 std::vector<StreamShard> remote_shards(const Checkpoint& ck, const StreamManifest& sm) {
   std::vector<StreamShard> out;
   for (const std::string& path : ck.shard_paths) {
-    const StreamShard* found = nullptr;
-    for (const StreamShard& s : sm.shards)
-      if (s.name == base_name(path)) found = &s;
+    const StreamShard* found = find_stream_shard(sm, base_name(path));
     if (!found) fail(path, std::string("not in ") + kStreamManifestName);
     out.push_back(*found);
   }

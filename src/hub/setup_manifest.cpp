@@ -120,6 +120,12 @@ bool stream_manifest_exists(const std::string& dir) {
   return ::stat((dir + "/" + kStreamManifestName).c_str(), &st) == 0;
 }
 
+const StreamShard* find_stream_shard(const StreamManifest& m, const std::string& name) {
+  for (const StreamShard& s : m.shards)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
 StreamManifest read_stream_manifest(const std::string& dir) {
   const std::string path = dir + "/" + kStreamManifestName;
   json j;

@@ -77,6 +77,9 @@ struct StreamManifest {
   int backoff_ms = 250;
 };
 
+// The shard of that file name, or nullptr.
+const StreamShard* find_stream_shard(const StreamManifest& m, const std::string& name);
+
 bool stream_manifest_exists(const std::string& dir);
 // Reads DIR/.sluice-stream.json; throws naming the file if absent or malformed.
 StreamManifest read_stream_manifest(const std::string& dir);

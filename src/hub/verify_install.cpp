@@ -285,9 +285,7 @@ VerifyResult verify_model(const std::string& dir, bool repair, const std::functi
       if (ck) {
         for (size_t s = 0; s < ck->shard_paths.size(); s++) {
           const std::string name = ck->shard_paths[s].substr(ck->shard_paths[s].rfind('/') + 1);
-          const StreamShard* found = nullptr;
-          for (const StreamShard& sh : sm.shards)
-            if (sh.name == name) found = &sh;
+          const StreamShard* found = find_stream_shard(sm, name);
           if (!found) v.problem(std::string(kStreamManifestName) + ": no URL for shard " + name);
           else if (found->size != ck->shard_sizes[s])
             v.problem(name + ": " + std::to_string(ck->shard_sizes[s]) + " bytes, the stream manifest says " +

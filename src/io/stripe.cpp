@@ -105,6 +105,14 @@ std::string part_name(const StripeFile& f, size_t i) {
 // runs over 64-bit words, so blocking does not change it).
 constexpr uint64_t kCopyBlock = 16ull << 20;
 
+// f(i, part, off, n) for each block of each part, in order.
+template <class F>
+void for_each_block(const std::vector<Part>& parts, F&& f) {
+  for (size_t i = 0; i < parts.size(); i++)
+    for (uint64_t off = 0; off < parts[i].src.length; off += kCopyBlock)
+      f(i, parts[i], off, std::min(kCopyBlock, parts[i].src.length - off));
+}
+
 void write_file(const Checkpoint& ck, const Stripe& s, StripeFile& f, const ShardReader& read,
                 const std::function<void(uint64_t)>& done) {
   AtomicFile w(f.path, {.temp = f.path + ".tmp." + std::to_string(::getpid())});
@@ -115,16 +123,13 @@ void write_file(const Checkpoint& ck, const Stripe& s, StripeFile& f, const Shar
     while (w.at() < at) w.write(zeros.data(), size_t(std::min<uint64_t>(zeros.size(), at - w.at())));
   };
   uint64_t h = kFnvBasis;
-  for (const Part& p : file_parts(ck, s, f)) {
-    pad_to(p.at);
-    for (uint64_t off = 0; off < p.src.length; off += kCopyBlock) {
-      const uint64_t n = std::min(kCopyBlock, p.src.length - off);
-      read(p.src.file, p.src.offset + off, buf.data(), n);
-      h = fnv1a64(h, buf.data(), n);
-      w.write(buf.data(), n);
-      done(n);
-    }
-  }
+  for_each_block(file_parts(ck, s, f), [&](size_t, const Part& p, uint64_t off, uint64_t n) {
+    if (off == 0) pad_to(p.at);
+    read(p.src.file, p.src.offset + off, buf.data(), n);
+    h = fnv1a64(h, buf.data(), n);
+    w.write(buf.data(), n);
+    done(n);
+  });
   pad_to(f.bytes - kTrailer);
   uint8_t t[kTrailer];
   std::memcpy(t, &h, 8);
@@ -355,19 +360,14 @@ void check_file(const Checkpoint& ck, const Stripe& s, const StripeFile& f) {
   const bool against_shards = !(s.moved && f.layer >= 0);
   AlignedBuffer mine(kCopyBlock), theirs(kCopyBlock);
   uint64_t h = kFnvBasis;
-  const std::vector<Part> parts = file_parts(ck, s, f);
-  for (size_t i = 0; i < parts.size(); i++) {
-    const Part& p = parts[i];
-    for (uint64_t off = 0; off < p.src.length; off += kCopyBlock) {
-      const uint64_t n = std::min(kCopyBlock, p.src.length - off);
-      read_exact(f.path, mine.data(), n, p.at + off);
-      h = fnv1a64(h, mine.data(), n);
-      if (!against_shards) continue;
-      read_exact(ck.shard_paths[size_t(p.src.file)], theirs.data(), n, p.src.offset + off);
-      if (std::memcmp(mine.data(), theirs.data(), n) != 0)
-        fail(f.path, part_name(f, i) + " differs from the shards (drive " + s.drives[size_t(f.drive)].path + ")");
-    }
-  }
+  for_each_block(file_parts(ck, s, f), [&](size_t i, const Part& p, uint64_t off, uint64_t n) {
+    read_exact(f.path, mine.data(), n, p.at + off);
+    h = fnv1a64(h, mine.data(), n);
+    if (!against_shards) return;
+    read_exact(ck.shard_paths[size_t(p.src.file)], theirs.data(), n, p.src.offset + off);
+    if (std::memcmp(mine.data(), theirs.data(), n) != 0)
+      fail(f.path, part_name(f, i) + " differs from the shards (drive " + s.drives[size_t(f.drive)].path + ")");
+  });
   if (h != f.hash) fail(f.path, "bytes fail their checksum" + std::string(against_shards ? "" : " (the experts were moved off the shards: this drive holds the only copy)"));
 }
 
