@@ -37,6 +37,13 @@ GpuRates rates() {
 
 uint64_t fixed_of(const Placement& p) { return p.overhead + p.scratch + p.state; }
 
+// A 1 GB scratch arena (a piece off the GPU goes through it whole) and 1 GB
+// more VRAM for it: the spine lies as four_layers() with 4 GB places it.
+void with_arena(PlacementRequest& r) {
+  r.scratch = GB;
+  r.vram = 5 * GB;
+}
+
 TEST(Placement, SpineGoesToTheGpuInUseOrderWithinTheVram) {
   PlacementRequest r = four_layers();
   r.vram = 4 * GB;  // 4 GB less the fixed parts: three pieces of 1 GB
@@ -117,7 +124,7 @@ TEST(Placement, ExpertsGoWhereTheyComputeFaster) {
 
 TEST(Placement, ProjectionAddsThePartsAtTheirRates) {
   PlacementRequest r = four_layers();
-  r.vram = 4 * GB;
+  with_arena(r);  // room for a 1 GB piece off the GPU: the spine placed as with 4 GB
   const GpuRates g = rates();
   const Placement p = plan_placement(r, g);
   EXPECT_NEAR(p.spine_gpu_s, 3.0 / 1000, 1e-9);
@@ -128,13 +135,13 @@ TEST(Placement, ProjectionAddsThePartsAtTheirRates) {
   EXPECT_GT(p.upload_per_call_s, p.step_s);  // 25 GB/s bus against a 50 GB/s CPU
   EXPECT_LT(p.step_s, p.all_cpu_s);
   // More VRAM is never slower.
-  r.vram = 8 * GB;
+  r.vram = 9 * GB;
   EXPECT_LE(plan_placement(r, g).step_s, p.step_s);
 }
 
 TEST(Placement, UploadSpillIsTheOldWay) {
   PlacementRequest r = four_layers();
-  r.vram = 4 * GB;
+  with_arena(r);  // room for a 1 GB piece off the GPU: the spine placed as with 4 GB
   r.upload_spill = true;
   const Placement p = plan_placement(r, rates());
   EXPECT_NEAR(p.step_s, p.upload_per_call_s, 1e-9);
@@ -155,7 +162,7 @@ TEST(Placement, UploadSpillIsTheOldWay) {
 // share is its rate's part; streamed pieces (not pinned) stay the CPU's.
 TEST(Placement, SplitSpillAddsTheBusToTheCpu) {
   PlacementRequest r = four_layers();
-  r.vram = 4 * GB;
+  with_arena(r);  // room for a 1 GB piece off the GPU: the spine placed as with 4 GB
   r.split_spill = true;
   r.pieces.push_back({GB, 8, false});  // a streamed piece
   GpuRates g = rates();
@@ -175,6 +182,31 @@ TEST(Placement, SplitSpillAddsTheBusToTheCpu) {
   const Placement unknown = plan_placement((r.split_spill = true, r), GpuRates{});
   EXPECT_EQ(unknown.gpu_share, 0.0);
   EXPECT_NE(describe_placement(unknown, 4).find("a share of their rows"), std::string::npos);
+}
+
+// A weight off the GPU larger than the scratch arena can hold is computed by
+// the CPU (the CUDA entry cannot stage it): a big head beside small layers on
+// a small card; splitting, when its GPU share does not fit.
+TEST(Placement, PiecesTooBigForTheArenaStayOnTheCpu) {
+  PlacementRequest r = four_layers();
+  with_arena(r);
+  r.pieces.back().bytes = 2 * GB;  // the head: larger than the 1 GB arena
+  r.upload_spill = true;
+  GpuRates g = rates();
+  g.staging_gbps = 10;
+  const Placement up = plan_placement(r, g);
+  EXPECT_NEAR(up.spine_cpu_s, 5.0 * (1.0 / 10 + 1.0 / 1000) + 2.0 / 50, 1e-9);
+  EXPECT_NEAR(up.upload_per_call_s, up.step_s, 1e-12);
+  r.upload_spill = false, r.split_spill = true;
+  const Placement split = plan_placement(r, g);
+  const double bus = 1.0 / (1.0 / 25 + 1.0 / 1000);
+  EXPECT_NEAR(split.spine_cpu_s, 7.0 / (50 + bus), 1e-9);  // a third of the head fits
+  r.pieces.back().bytes = 4 * GB;
+  EXPECT_NEAR(plan_placement(r, g).spine_cpu_s, 5.0 / (50 + bus) + 4.0 / 50, 1e-9);
+  r.scratch = 0;  // only the base scratch: every 1 GB piece on the CPU, uploading or not
+  r.split_spill = false, r.upload_spill = true;
+  const Placement none = plan_placement(r, g);
+  EXPECT_NEAR(none.spine_cpu_s, double(none.spine_cpu) / 50e9, 1e-9);
 }
 
 TEST(Placement, SpillFollowsTheRatesUnlessForced) {

@@ -54,9 +54,30 @@ void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
   // The spine off the GPU: the CPU's matvec, or the bus and the GPU's
   // (upload), or both at once on shares of the rows (split: the rates add).
   const double both = cpu > 0 && pcie + gpu > 0 ? 1.0 / (1.0 / cpu + 1.0 / (pcie + gpu)) : cpu;
-  const auto off = [&](bool upload) { return upload ? staged + gpu : p.split_spill ? both : cpu; };
-  const auto off_stream = [&](bool upload) { return upload ? staged + gpu : cpu; };  // the ring is not pinned
   if (p.split_spill && cpu > 0 && pcie + gpu > 0) p.gpu_share = both / (pcie + gpu);
+  // A call puts a weight off the GPU into the scratch arena whole (its split
+  // share, splitting); one larger than the arena can grow to is computed by
+  // the CPU instead, as the CUDA entry does (a big head, on a small card).
+  const uint64_t arena = p.scratch + (p.vram > p.overhead + p.state + p.scratch + p.spine_gpu + p.tier
+                                          ? p.vram - p.overhead - p.state - p.scratch - p.spine_gpu - p.tier
+                                          : 0);
+  const auto off = [&](uint64_t bytes, bool upload) {
+    if (upload) return bytes <= arena ? staged + gpu : cpu;
+    return p.split_spill && double(bytes) * (p.gpu_share > 0 ? p.gpu_share : 0.25) <= double(arena) ? both : cpu;
+  };
+  const auto off_stream = [&](uint64_t bytes, bool upload) {  // the ring is not pinned
+    return upload && bytes <= arena ? staged + gpu : cpu;
+  };
+  // Seconds for the pieces off the GPU, each at the rate its size allows.
+  const auto spine_off = [&](PieceWhere where, bool upload) {
+    double s = 0;
+    for (size_t i = 0; i < p.where.size(); i++) {
+      if (p.where[i] != where) continue;
+      const uint64_t b = r.pieces[i].bytes;
+      s += where == PieceWhere::cpu ? double(b) * off(b, upload) : double(b) * std::max(disk, off_stream(b, upload));
+    }
+    return s;
+  };
   // A bus round trip per run of GPU-computed pieces and per MoE layer's expert
   // group (on the GPU); uploading, every piece is a GPU call.
   int gpu_runs = 0;
@@ -76,11 +97,11 @@ void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
   p.expert_s = r.touched * p.tier_share * e * gpu + off_tier + missed_ram;
   p.spine_gpu_s = double(p.spine_gpu) * gpu;
   const auto step = [&](bool upload) {
-    return p.spine_gpu_s + double(p.spine_cpu) * off(upload) +
-           double(p.spine_stream) * std::max(disk, off_stream(upload)) + p.expert_s + crossings(upload);
+    return p.spine_gpu_s + spine_off(PieceWhere::cpu, upload) + spine_off(PieceWhere::stream, upload) + p.expert_s +
+           crossings(upload);
   };
-  p.spine_cpu_s = double(p.spine_cpu) * off(p.upload_spill);
-  p.spine_stream_s = double(p.spine_stream) * std::max(disk, off_stream(p.upload_spill));
+  p.spine_cpu_s = spine_off(PieceWhere::cpu, p.upload_spill);
+  p.spine_stream_s = spine_off(PieceWhere::stream, p.upload_spill);
   p.crossing_s = crossings(p.upload_spill);
   p.step_s = step(p.upload_spill);
   p.upload_per_call_s = step(true);
