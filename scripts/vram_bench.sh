@@ -77,6 +77,7 @@ EOF
 echo "half $VH quarter $VQ context $CTX"
 exact "slice half" "$slice" "$stoks" prefill --ram-budget "$RAM" --vram "$VH"
 exact "slice quarter" "$slice" "$stoks" prefill --ram-budget "$RAM" --vram "$VQ"
+exact "slice quarter split" "$slice" "$stoks" step --ram-budget "$RAM" --vram "$VQ" --gpu-spill split
 
 # bench NAME ARGS...: one run, its peak VRAM (NVML, the card's used memory) and peak RSS beside its JSON.
 bench() {
@@ -124,7 +125,7 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -qi h200 && echo 
 proj() {  # VRAM SPILL [ARGS]: plan's projection line
   local v=$1 spill=$2; shift 2
   "$S" plan -m "$slice" --ram "$RAM" --disk-gbps "$disk" --gpu "$gpu" --vram "$v" --gpu-spill "$spill" \
-    --gpu-context "$CTX" --kernel-probe "$@" 2>/dev/null | grep -E "^(placement|with GPU)"
+    --gpu-context "$CTX" --kernel-probe --probe-seconds 3 "$@" 2>/dev/null | grep -E "^(placement|with GPU)"
 }
 { proj "$VH" cpu; proj "$VH" upload; proj "$VQ" cpu; proj "$VQ" upload; proj "$VH" split; proj "$VQ" split; } | tee "$OUT/plan.txt"
 python3 - "$OUT" "$VH" "$VQ" "$RAM" <<'EOF'
