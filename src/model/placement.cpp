@@ -10,6 +10,7 @@ namespace {
 
 constexpr uint64_t kScratchBase = uint64_t(64) << 20;  // activations, small uploads
 constexpr uint64_t kStateCap = uint64_t(8) << 30;      // the CUDA entry's cap on state copies
+constexpr double kProbeShare = 0.25;  // split: the GPU's share while the CUDA entry measures one (split_share)
 
 double per_byte(double gbps) { return gbps > 0 ? 1.0 / (gbps * 1e9) : 0.0; }
 
@@ -55,15 +56,16 @@ void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
   // (upload), or both at once on shares of the rows (split: the rates add).
   const double both = cpu > 0 && pcie + gpu > 0 ? 1.0 / (1.0 / cpu + 1.0 / (pcie + gpu)) : cpu;
   if (p.split_spill && cpu > 0 && pcie + gpu > 0) p.gpu_share = both / (pcie + gpu);
-  // A call puts a weight off the GPU into the scratch arena whole (its split
-  // share, splitting); one larger than the arena can grow to is computed by
-  // the CPU instead, as the CUDA entry does (a big head, on a small card).
-  const uint64_t arena = p.scratch + (p.vram > p.overhead + p.state + p.scratch + p.spine_gpu + p.tier
-                                          ? p.vram - p.overhead - p.state - p.scratch - p.spine_gpu - p.tier
-                                          : 0);
+  // A weight off the GPU goes into the scratch arena whole when uploaded per
+  // call, its GPU share when split; one larger than the arena can grow to (the
+  // VRAM nothing else holds) is computed by the CPU instead, as the CUDA entry
+  // does (a big head, on a small card).
+  const uint64_t held = p.overhead + p.state + p.scratch + p.spine_gpu + p.tier;
+  const uint64_t arena = p.scratch + (p.vram > held ? p.vram - held : 0);
+  const double share = p.gpu_share > 0 ? p.gpu_share : kProbeShare;
   const auto off = [&](uint64_t bytes, bool upload) {
     if (upload) return bytes <= arena ? staged + gpu : cpu;
-    return p.split_spill && double(bytes) * (p.gpu_share > 0 ? p.gpu_share : 0.25) <= double(arena) ? both : cpu;
+    return p.split_spill && double(bytes) * share <= double(arena) ? both : cpu;
   };
   const auto off_stream = [&](uint64_t bytes, bool upload) {  // the ring is not pinned
     return upload && bytes <= arena ? staged + gpu : cpu;
@@ -96,15 +98,13 @@ void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
   const double off_tier = r.touched * (1 - p.tier_share) * e * (p.experts_gpu ? pcie + gpu : cpu_mx);
   p.expert_s = r.touched * p.tier_share * e * gpu + off_tier + missed_ram;
   p.spine_gpu_s = double(p.spine_gpu) * gpu;
-  const auto step = [&](bool upload) {
-    return p.spine_gpu_s + spine_off(PieceWhere::cpu, upload) + spine_off(PieceWhere::stream, upload) + p.expert_s +
-           crossings(upload);
-  };
   p.spine_cpu_s = spine_off(PieceWhere::cpu, p.upload_spill);
   p.spine_stream_s = spine_off(PieceWhere::stream, p.upload_spill);
   p.crossing_s = crossings(p.upload_spill);
-  p.step_s = step(p.upload_spill);
-  p.upload_per_call_s = step(true);
+  p.step_s = p.spine_gpu_s + p.spine_cpu_s + p.spine_stream_s + p.expert_s + p.crossing_s;
+  // The comparison: the same VRAM, every piece off the GPU uploaded per call.
+  p.upload_per_call_s = p.spine_gpu_s + spine_off(PieceWhere::cpu, true) + spine_off(PieceWhere::stream, true) +
+                        p.expert_s + crossings(true);
   const double expert_disk = r.touched * (1 - r.ram_hit) * e * disk;
   p.all_cpu_s = double(p.spine_gpu + p.spine_cpu) * cpu + double(p.spine_stream) * std::max(disk, cpu) +
                 r.touched * e * cpu_mx + expert_disk;
