@@ -80,6 +80,9 @@ wait_for turns_are 4 || die "Up did not recall the last line"
 #    message is sent alone, after the history; /save writes the conversation
 #    since /reset (four turns).
 tmux send-keys -t "$S" -l 'words to drop'
+# Ctrl-C only once readline shows the words: the terminal driver flushes its
+# unread input on an interrupt, so words still queued would vanish unseen.
+wait_for pane_has '> words to drop' || die "the typed words were not echoed at the prompt"
 tmux send-keys -t "$S" C-c
 fresh_prompt() {  # the last line drawn is an empty prompt, after the dropped words
   snap
