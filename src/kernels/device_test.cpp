@@ -204,6 +204,48 @@ TEST(DeviceBackend, CudaSplitSpillSharesTheRows) {
   be->release(owner);
 }
 
+// Split with a GPU share larger than the scratch: its rows go through the
+// arena in blocks (two buffers taking turns), exact as one block.
+TEST(DeviceBackend, CudaSplitSpillStreamsALargeShareInBlocks) {
+  std::string why;
+  const Backend* be = cuda_or_null(&why);
+  if (!be) GTEST_SKIP() << why;
+  std::mt19937_64 rng(29);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const int rows = 4096, cols = 1024;  // 8 MiB; the GPU's half, 4 MiB, in 1 MiB scratch: blocks of 240 rows
+  std::vector<uint16_t> w(size_t(rows) * cols);
+  std::vector<float> x(size_t(2) * cols), want(size_t(2) * rows);
+  for (auto& v : w) v = f32_to_bf16(d(rng));
+  for (auto& v : x) v = d(rng);
+  const WeightOwner owner = next_weight_owner();
+  const Bf16Ref W{w.data(), rows, cols, owner};
+  cpu_backend().matmul_bf16(W, x.data(), 2, want.data());
+  be->register_host(w.data(), w.size() * 2);
+  VramLimits l;
+  l.budget = int64_t(vram_now(*be).used + (uint64_t(256) << 20));
+  l.spine = 0, l.scratch = int64_t(1) << 20, l.cpu_spill = true, l.split_spill = true, l.gpu_share = 0.5;
+  set_vram_limits(l);
+  for (int k : {1, 2}) {
+    std::vector<float> y(size_t(k) * rows, NAN);
+    const DeviceReport r0 = device_report(*be, false);
+    be->matmul_bf16(W, x.data(), k, y.data());
+    const DeviceReport r1 = device_report(*be, false);
+    EXPECT_EQ(r1.split_calls, r0.split_calls + 1);
+    EXPECT_GE(r1.uploaded_pinned_bytes, r0.uploaded_pinned_bytes + w.size());  // the GPU's half, over the bus
+    for (int t = 0; t < k; t++)
+      for (int i = 0; i < rows; i++) {
+        const float a = want[size_t(t) * rows + i], b = y[size_t(t) * rows + i];
+        if (i >= rows / 2)
+          ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "row " << i << " of token " << t;
+        else
+          ASSERT_NEAR(a, b, 1e-3f * (1 + std::fabs(a))) << "row " << i << " of token " << t;
+      }
+  }
+  be->unregister_host(w.data(), w.size() * 2);
+  set_vram_limits(VramLimits{});
+  be->release(owner);
+}
+
 // The VRAM expert tier (content-keyed MXFP4 weights, owner 0): the bits of
 // the same products without a key, whether the tier is off, holds two
 // entries (every round evicts) or grows freely (the second round hits), and

@@ -10,7 +10,6 @@ namespace {
 
 constexpr uint64_t kScratchBase = uint64_t(64) << 20;  // activations, small uploads
 constexpr uint64_t kStateCap = uint64_t(8) << 30;      // the CUDA entry's cap on state copies
-constexpr double kProbeShare = 0.25;  // split: the GPU's share while the CUDA entry measures one (split_share)
 
 double per_byte(double gbps) { return gbps > 0 ? 1.0 / (gbps * 1e9) : 0.0; }
 
@@ -57,15 +56,14 @@ void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
   const double both = cpu > 0 && pcie + gpu > 0 ? 1.0 / (1.0 / cpu + 1.0 / (pcie + gpu)) : cpu;
   if (p.split_spill && cpu > 0 && pcie + gpu > 0) p.gpu_share = both / (pcie + gpu);
   // A weight off the GPU goes into the scratch arena whole when uploaded per
-  // call, its GPU share when split; one larger than the arena can grow to (the
-  // VRAM nothing else holds) is computed by the CPU instead, as the CUDA entry
-  // does (a big head, on a small card).
+  // call; one larger than the arena can grow to (the VRAM nothing else holds)
+  // is computed by the CPU instead, as the CUDA entry does (a big head, on a
+  // small card). Split streams its GPU share through the arena in blocks: any size.
   const uint64_t held = p.overhead + p.state + p.scratch + p.spine_gpu + p.tier;
   const uint64_t arena = p.scratch + (p.vram > held ? p.vram - held : 0);
-  const double share = p.gpu_share > 0 ? p.gpu_share : kProbeShare;
   const auto off = [&](uint64_t bytes, bool upload) {
     if (upload) return bytes <= arena ? staged + gpu : cpu;
-    return p.split_spill && double(bytes) * share <= double(arena) ? both : cpu;
+    return p.split_spill ? both : cpu;
   };
   const auto off_stream = [&](uint64_t bytes, bool upload) {  // the ring is not pinned
     return upload && bytes <= arena ? staged + gpu : cpu;

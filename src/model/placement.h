@@ -29,10 +29,10 @@
 // computed by the GPU while the CPU computes the rest: the bus is a second
 // path to RAM, so those bytes go at the CPU's rate plus the bus's.
 //
-// A weight off the GPU is uploaded per call (or its split share) through the
-// scratch arena whole: one larger than the arena can grow to (the VRAM the
-// plan leaves) is computed by the CPU, as the CUDA entry does — a big head on
-// a small card.
+// Uploading per call, a weight off the GPU goes through the scratch arena
+// whole: one larger than the arena can grow to (the VRAM the plan leaves) is
+// computed by the CPU, as the CUDA entry does — a big head on a small card.
+// Split streams the GPU's rows through the arena in blocks, any size.
 //
 // The projection adds the parts (the execution runs them one after another:
 // the GPU's spine, the CPU's spine, the experts, each boundary's activation

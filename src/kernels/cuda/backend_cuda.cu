@@ -142,6 +142,7 @@ struct State {
     int calls = 0;
     double gpu_s = 0, cpu_s = 0, gpu_bytes = 0, cpu_bytes = 0, share = 0;
     cudaEvent_t t0 = nullptr, t1 = nullptr;
+    cudaEvent_t read[2] = {nullptr, nullptr};  // a block buffer's GEMV done (its next DMA may start)
     std::vector<float> rows;  // the CPU's rows of a several-row product
   } split;
 };
@@ -453,28 +454,53 @@ double split_share(State& s) {
   return s.split.share;
 }
 
-// Rows [0, r) on the GPU, [r, rows) on the CPU, at once. False (nothing done)
-// when the arena has no room for the GPU's part.
+// The arena bytes this call may plan: what it holds plus what --vram leaves.
+size_t arena_room(State& s) {
+  if (s.limits.budget < 0) return SIZE_MAX / 4;
+  const size_t used = vram_used(s);
+  return s.arena.cap + (used >= size_t(s.limits.budget) ? 0 : size_t(s.limits.budget) - used);
+}
+
+// Rows [0, r) on the GPU, [r, rows) on the CPU, at once. The GPU's rows go
+// through the arena (at most the scratch --vram keeps for it) in blocks, two
+// buffers taking turns (block k+1's DMA runs under block k's GEMV), so a
+// matrix larger than the arena (a big head on a small card) is split too.
+// False (nothing done) when not even two blocks of kSplitAlign rows fit.
 bool split_matmul_bf16(State& s, const Bf16Ref& W, const float* X, int n, float* Y) {
   const int r = int(std::floor(W.rows * split_share(s) / kSplitAlign)) * kSplitAlign;
   if (r <= 0 || r >= W.rows) return false;
-  WeightPiece top{W.w, size_t(r) * size_t(W.cols) * 2, W.owner};
-  s.arena.plan(top.bytes);
+  const size_t row_bytes = size_t(W.cols) * 2, io = (size_t(n) * W.cols + size_t(n) * r) * sizeof(float) + 4 * kAlign;
+  const size_t room = s.limits.scratch > 0 ? std::min(arena_room(s), size_t(s.limits.scratch)) : arena_room(s);
+  if (room < io + 2 * kSplitAlign * row_bytes) return false;
+  int block = r;
+  if (size_t(r) * row_bytes + io > room)
+    block = int((room - io) / 2 / row_bytes / kSplitAlign) * kSplitAlign;  // two buffers
+  const int buffers = block < r ? 2 : 1;
+  for (int b = 0; b < buffers; b++) s.arena.plan(size_t(block) * row_bytes);
   s.arena.plan(size_t(n) * W.cols * sizeof(float));
   s.arena.plan(size_t(n) * r * sizeof(float));
   if (!arena_begin(s)) return false;
   if (!s.split.t0) {
     check(cudaEventCreate(&s.split.t0), "cudaEventCreate");
     check(cudaEventCreate(&s.split.t1), "cudaEventCreate");
+    for (cudaEvent_t& e : s.split.read) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   }
   const CallTimer timer{s};
   check(cudaEventRecord(s.split.t0, s.stream), "cudaEventRecord");
+  void* buf[2] = {s.arena.take(size_t(block) * row_bytes), buffers > 1 ? s.arena.take(size_t(block) * row_bytes) : nullptr};
   const float* dx = put_floats(s, X, size_t(n) * W.cols);  // before the upload: a pageable copy waits for the stream
-  const uint16_t* dw = static_cast<const uint16_t*>(place_weight(s, top));
-  s.stats.weight_bytes += top.bytes;
-  s.up->fence(s.stream);
   float* dy = static_cast<float*>(s.arena.take(size_t(n) * r * sizeof(float)));
-  matmul_bf16(dw, r, W.cols, dx, n, dy, s.stream);
+  for (int a = 0, k = 0; a < r; a += block, k++) {
+    const int rows = std::min(block, r - a);
+    // The buffer's previous block has been read by its GEMV before this DMA overwrites it.
+    if (k >= 2) check(cudaStreamWaitEvent(as_stream(s.up->stream()), s.split.read[k % 2], 0), "cudaStreamWaitEvent");
+    upload(s, buf[k % 2], W.w + size_t(a) * W.cols, size_t(rows) * row_bytes);
+    s.up->fence(s.stream);
+    float* y = dy + size_t(n) * a;  // [n][rows]
+    matmul_bf16(static_cast<const uint16_t*>(buf[k % 2]), rows, W.cols, dx, n, y, s.stream);
+    check(cudaEventRecord(s.split.read[k % 2], s.stream), "cudaEventRecord");
+  }
+  s.stats.weight_bytes += size_t(r) * row_bytes;
   check(cudaEventRecord(s.split.t1, s.stream), "cudaEventRecord");
   // The CPU's rows meanwhile.
   const int rest = W.rows - r;
@@ -488,11 +514,11 @@ bool split_matmul_bf16(State& s, const Bf16Ref& W, const float* X, int n, float*
     s.cpu->matmul_bf16(bottom, X, n, tmp.data());
   }
   const double cpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
-  if (n == 1) {
-    get_floats(s, Y, dy, size_t(r));
-  } else {
-    check(cudaMemcpy2DAsync(Y, size_t(W.rows) * sizeof(float), dy, size_t(r) * sizeof(float), size_t(r) * sizeof(float),
-                            size_t(n), cudaMemcpyDeviceToHost, s.stream),
+  // The GPU's rows back after the CPU's (a copy into pageable memory waits for the stream).
+  for (int a = 0; a < r; a += block) {
+    const int rows = std::min(block, r - a);
+    check(cudaMemcpy2DAsync(Y + a, size_t(W.rows) * sizeof(float), dy + size_t(n) * a, size_t(rows) * sizeof(float),
+                            size_t(rows) * sizeof(float), size_t(n), cudaMemcpyDeviceToHost, s.stream),
           "d2h (split rows)");
   }
   finish(s);
@@ -503,11 +529,11 @@ bool split_matmul_bf16(State& s, const Bf16Ref& W, const float* X, int n, float*
   check(cudaEventElapsedTime(&gpu_ms, s.split.t0, s.split.t1), "cudaEventElapsedTime");
   if (s.split.calls < kSplitProbe) {
     s.split.gpu_s += gpu_ms * 1e-3, s.split.cpu_s += cpu_s;
-    s.split.gpu_bytes += double(top.bytes), s.split.cpu_bytes += double(size_t(rest) * W.cols * 2);
+    s.split.gpu_bytes += double(size_t(r) * row_bytes), s.split.cpu_bytes += double(size_t(rest) * row_bytes);
   }
   s.split.calls++;
   s.stats.split_calls++;
-  s.stats.cpu_spill_bytes += uint64_t(rest) * W.cols * 2;
+  s.stats.cpu_spill_bytes += uint64_t(rest) * row_bytes;
   return true;
 }
 
