@@ -141,6 +141,20 @@ TEST(DeviceBackend, CudaVramLimitsSpillToTheCpu) {
   be->release(owner);
 }
 
+// A split product's k tokens of `rows` outputs: the CPU's rows, [gpu_rows,
+// rows), bitwise the CPU entry's (`want`); the GPU's within its contract.
+void expect_split_rows(const std::vector<float>& want, const std::vector<float>& y, int k, int rows, int gpu_rows,
+                       const char* what) {
+  for (int t = 0; t < k; t++)
+    for (int i = 0; i < rows; i++) {
+      const float a = want[size_t(t) * rows + i], b = y[size_t(t) * rows + i];
+      if (i >= gpu_rows)
+        ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << what << " row " << i << " of token " << t;
+      else
+        ASSERT_NEAR(a, b, 1e-3f * (1 + std::fabs(a))) << what << " row " << i << " of token " << t;
+    }
+}
+
 // --gpu-spill split (VramLimits::split_spill): a weight off the GPU in pinned
 // memory is computed by both, the GPU's rows over the bus, the CPU's in place:
 // the CPU's rows are the CPU entry's bits, the GPU's within the products'
@@ -167,15 +181,7 @@ TEST(DeviceBackend, CudaSplitSpillSharesTheRows) {
   auto check = [&](int k, const char* what) {
     std::vector<float> y(size_t(k) * rows, NAN);
     be->matmul_bf16(W, x.data(), k, y.data());
-    const int r = 48;  // 0.3 of 200 rows, down to 16-row steps
-    for (int t = 0; t < k; t++)
-      for (int i = 0; i < rows; i++) {
-        const float a = want[size_t(t) * rows + i], b = y[size_t(t) * rows + i];
-        if (i >= r)
-          ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << what << " row " << i << " of token " << t;
-        else
-          ASSERT_NEAR(a, b, 1e-3f * (1 + std::fabs(a))) << what << " row " << i << " of token " << t;
-      }
+    expect_split_rows(want, y, k, rows, 48, what);  // 0.3 of 200 rows, down to 16-row steps
   };
   const DeviceReport r0 = device_report(*be, false);
   check(1, "unpinned");
@@ -232,14 +238,7 @@ TEST(DeviceBackend, CudaSplitSpillStreamsALargeShareInBlocks) {
     const DeviceReport r1 = device_report(*be, false);
     EXPECT_EQ(r1.split_calls, r0.split_calls + 1);
     EXPECT_GE(r1.uploaded_pinned_bytes, r0.uploaded_pinned_bytes + w.size());  // the GPU's half, over the bus
-    for (int t = 0; t < k; t++)
-      for (int i = 0; i < rows; i++) {
-        const float a = want[size_t(t) * rows + i], b = y[size_t(t) * rows + i];
-        if (i >= rows / 2)
-          ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "row " << i << " of token " << t;
-        else
-          ASSERT_NEAR(a, b, 1e-3f * (1 + std::fabs(a))) << "row " << i << " of token " << t;
-      }
+    expect_split_rows(want, y, k, rows, rows / 2, "in blocks");
   }
   be->unregister_host(w.data(), w.size() * 2);
   set_vram_limits(VramLimits{});

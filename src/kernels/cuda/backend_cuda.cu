@@ -171,15 +171,17 @@ bool vram_room(State& s, size_t n, size_t keep) {
   return used + n + size_t(s.limits.scratch) <= size_t(s.limits.budget);
 }
 
+// What --vram leaves beyond what is in use on the card (no --vram: no bound).
+size_t budget_left(State& s) {
+  if (s.limits.budget < 0) return SIZE_MAX / 4;
+  const size_t used = vram_used(s);
+  return used >= size_t(s.limits.budget) ? 0 : size_t(s.limits.budget) - used;
+}
+
 // The arena's begin under the budget (the scratch is its own).
 bool arena_begin(State& s) {
   if (s.arena.want <= s.arena.cap) return s.arena.begin();  // no allocation
-  size_t room = SIZE_MAX;
-  if (s.limits.budget >= 0) {
-    const size_t used = vram_used(s);
-    room = used >= size_t(s.limits.budget) ? 0 : size_t(s.limits.budget) - used;
-  }
-  const bool ok = s.arena.begin(room);
+  const bool ok = s.arena.begin(budget_left(s));
   if (ok) vram_used(s);
   return ok;
 }
@@ -454,13 +456,6 @@ double split_share(State& s) {
   return s.split.share;
 }
 
-// The arena bytes this call may plan: what it holds plus what --vram leaves.
-size_t arena_room(State& s) {
-  if (s.limits.budget < 0) return SIZE_MAX / 4;
-  const size_t used = vram_used(s);
-  return s.arena.cap + (used >= size_t(s.limits.budget) ? 0 : size_t(s.limits.budget) - used);
-}
-
 // Rows [0, r) on the GPU, [r, rows) on the CPU, at once. The GPU's rows go
 // through the arena (at most the scratch --vram keeps for it) in blocks, two
 // buffers taking turns (block k+1's DMA runs under block k's GEMV), so a
@@ -470,7 +465,8 @@ bool split_matmul_bf16(State& s, const Bf16Ref& W, const float* X, int n, float*
   const int r = int(std::floor(W.rows * split_share(s) / kSplitAlign)) * kSplitAlign;
   if (r <= 0 || r >= W.rows) return false;
   const size_t row_bytes = size_t(W.cols) * 2, io = (size_t(n) * W.cols + size_t(n) * r) * sizeof(float) + 4 * kAlign;
-  const size_t room = s.limits.scratch > 0 ? std::min(arena_room(s), size_t(s.limits.scratch)) : arena_room(s);
+  const size_t grow = s.arena.cap + budget_left(s);  // what the arena holds plus what --vram leaves
+  const size_t room = s.limits.scratch > 0 ? std::min(grow, size_t(s.limits.scratch)) : grow;
   if (room < io + 2 * kSplitAlign * row_bytes) return false;
   int block = r;
   if (size_t(r) * row_bytes + io > room)
