@@ -195,13 +195,16 @@ TEST(DeviceBackend, CudaSplitSpillSharesTheRows) {
   EXPECT_EQ(r2.split_calls, r1.split_calls + 2);
   EXPECT_NEAR(r2.split_share, 0.3, 1e-12);
   EXPECT_LE(vram_now(*be).used, uint64_t(l.budget));
-  l.gpu_share = 0;  // measured: probe calls, then a share kept
+  l.gpu_share = 0;  // measured on one-row calls (decode's), then a share kept
   set_vram_limits(l);
   std::vector<float> y(size_t(n) * rows);
   for (int i = 0; i < 40; i++) be->matmul_bf16(W, x.data(), n, y.data());
+  EXPECT_EQ(device_report(*be, false).split_share, 0.25);  // several rows: not timed, the probe's share
+  for (int i = 0; i < 30; i++) be->matmul_bf16(W, x.data(), 1, y.data());
   const double share = device_report(*be, false).split_share;
   EXPECT_GT(share, 0.0);
   EXPECT_LE(share, 0.75);
+  be->matmul_bf16(W, x.data(), n, y.data());
   for (int t = 0; t < n; t++)
     for (int i = 0; i < rows; i++)
       ASSERT_NEAR(want[size_t(t) * rows + i], y[size_t(t) * rows + i], 1e-3f * (1 + std::fabs(want[size_t(t) * rows + i])));

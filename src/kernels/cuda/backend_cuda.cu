@@ -139,7 +139,7 @@ struct State {
   uint64_t pinned_bytes = 0;
   // --gpu-spill split: the probe calls' times and bytes, the share kept after them.
   struct Split {
-    int calls = 0;
+    int probes = 0;  // the one-row calls timed for the share
     double gpu_s = 0, cpu_s = 0, gpu_bytes = 0, cpu_bytes = 0, share = 0;
     cudaEvent_t t0 = nullptr, t1 = nullptr;
     cudaEvent_t read[2] = {nullptr, nullptr};  // a block buffer's GEMV done (its next DMA may start)
@@ -438,9 +438,12 @@ void on_cpu(State& s, std::unique_lock<std::mutex>& lock, size_t weight_bytes, F
 // after a DMA upload (the bus is a second path to RAM, beside the CPU's
 // memory channels), the rest by the CPU entry from RAM while the upload runs.
 // The GPU's share of the rows is VramLimits::gpu_share, or, when that is 0,
-// measured: the first kSplitProbe calls run at a quarter, timing both sides
-// (they run together, so each rate includes the other's contention), and the
-// share that would have them finish together is kept for the process
+// measured: the first kSplitProbe one-row calls (decode's matvecs) run at a
+// quarter, timing both sides (they run together, so each rate includes the
+// other's contention), and the share that would have them finish together is
+// kept for the process. Several-row calls (a prefill) are not timed: there the
+// CPU's product is slower per byte than its matvec, the GPU's is not, and a
+// share measured on them gave decode too many rows for the bus (sitting D)
 // (rounded to 1/32: a process's bits are its own; two processes may split at
 // different rows and agree within the GPU's contract, not bitwise).
 constexpr int kSplitProbe = 24;
@@ -448,7 +451,7 @@ constexpr int kSplitAlign = 16;  // rows
 
 double split_share(State& s) {
   if (s.limits.gpu_share > 0) return std::min(s.limits.gpu_share, 0.95);
-  if (s.split.calls < kSplitProbe || s.split.gpu_s <= 0 || s.split.cpu_s <= 0) return 0.25;
+  if (s.split.probes < kSplitProbe || s.split.gpu_s <= 0 || s.split.cpu_s <= 0) return 0.25;
   if (s.split.share <= 0) {
     const double g = s.split.gpu_bytes / s.split.gpu_s, c = s.split.cpu_bytes / s.split.cpu_s;
     s.split.share = std::clamp(std::round(32.0 * g / (g + c)) / 32.0, 1.0 / 32, 0.75);
@@ -523,11 +526,11 @@ bool split_matmul_bf16(State& s, const Bf16Ref& W, const float* X, int n, float*
       std::memcpy(Y + size_t(t) * W.rows + r, tmp.data() + size_t(t) * rest, size_t(rest) * sizeof(float));
   float gpu_ms = 0;
   check(cudaEventElapsedTime(&gpu_ms, s.split.t0, s.split.t1), "cudaEventElapsedTime");
-  if (s.split.calls < kSplitProbe) {
+  if (n == 1 && s.split.probes < kSplitProbe) {
+    s.split.probes++;
     s.split.gpu_s += gpu_ms * 1e-3, s.split.cpu_s += cpu_s;
     s.split.gpu_bytes += double(size_t(r) * row_bytes), s.split.cpu_bytes += double(size_t(rest) * row_bytes);
   }
-  s.split.calls++;
   s.stats.split_calls++;
   s.stats.cpu_spill_bytes += uint64_t(rest) * row_bytes;
   return true;
