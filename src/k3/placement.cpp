@@ -1,5 +1,7 @@
 #include "k3/placement.h"
 
+#include <vector>
+
 #include "checkpoint/checkpoint.h"
 #include "k3/spine.h"
 #include "model/memory_plan.h"
@@ -17,10 +19,23 @@ PlacementRequest placement_request(const Checkpoint& ck, const Spine& spine, con
       if (next_unit % 2 == 1 && c.num_experts > 0 && c.is_moe_layer(next_unit / 2))
         r.pieces.push_back({router, next_unit, true});
   };
+  // A matrix all of whose pieces are resident is read whole and multiplied
+  // in one call (one mirror, one upload, one split): one piece here too.
+  const auto resident = [&](int i) { return i < int(p.resident_pieces.size()) ? bool(p.resident_pieces[size_t(i)]) : true; };
+  std::vector<bool> whole;  // by matrix
+  for (int i = 0; i < spine.piece_count(); i++) {
+    const size_t m = size_t(spine.piece_matrix(i));
+    if (whole.size() <= m) whole.resize(m + 1, true);
+    whole[m] = whole[m] && resident(i);
+  }
   for (int i = 0; i < spine.piece_count(); i++) {
     routers_until(spine.piece_unit(i));
-    r.pieces.push_back({spine.piece_bytes(i), spine.piece_unit(i),
-                        i < int(p.resident_pieces.size()) ? bool(p.resident_pieces[size_t(i)]) : true});
+    const int m = spine.piece_matrix(i);
+    if (i > 0 && whole[size_t(m)] && spine.piece_matrix(i - 1) == m) {
+      r.pieces.back().bytes += spine.piece_bytes(i);
+      continue;
+    }
+    r.pieces.push_back({spine.piece_bytes(i), spine.piece_unit(i), resident(i)});
   }
   routers_until(2 * r.layers);
   r.state = p.state_reserve;

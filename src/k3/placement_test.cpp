@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include "k3/k3_config.h"
+#include "k3/model.h"
+#include "k3/spine.h"
+
 namespace sluice {
 namespace {
 
@@ -122,6 +126,52 @@ TEST(Placement, ExpertsGoWhereTheyComputeFaster) {
   EXPECT_FALSE(plan_placement(r, g).experts_gpu);
 }
 
+// four_layers() in pieces of 100 MB: a spine that fills the VRAM to 0.1 GB.
+PlacementRequest fine_layers() {
+  PlacementRequest r = four_layers();
+  std::vector<PlacedPiece> fine;
+  for (const PlacedPiece& q : r.pieces)
+    for (uint64_t b = 0; b < q.bytes; b += GB / 10) fine.push_back({GB / 10, q.unit, true});
+  r.pieces = fine;
+  return r;
+}
+
+// A model whose tokens read every expert (the k3-slice): off the tier an
+// expert byte crosses a 25 GB/s bus where a spine byte is read by a 50 GB/s
+// CPU, so the tier takes every expert first and the spine what is left.
+TEST(Placement, ExpertsEveryTokenReadsGoBeforeTheSpine) {
+  PlacementRequest r = fine_layers();
+  r.all_experts = r.touched;  // 32 experts of 10 MB, all read by every token: 0.32 GB (+ the tier's margin)
+  r.vram = uint64_t(3.75 * GB);  // 2.93 GB after the fixed parts
+  const Placement first = plan_placement(r, rates());
+  EXPECT_TRUE(first.experts_first);
+  EXPECT_GE(first.tier, 32 * r.expert_bytes);
+  EXPECT_DOUBLE_EQ(first.tier_share, 1.0);
+  EXPECT_LE(fixed_of(first) + first.spine_gpu + first.tier, r.vram);
+  EXPECT_EQ(first.spine_gpu, 26 * GB / 10);
+  EXPECT_NE(describe_placement(first, 4).find("every expert, placed before the spine"), std::string::npos);
+  // The spine first (--gpu-layers: the user's order) projects slower.
+  r.gpu_layers = 5;
+  const Placement spine_first = plan_placement(r, rates());
+  EXPECT_FALSE(spine_first.experts_first);
+  EXPECT_EQ(spine_first.spine_gpu, 29 * GB / 10);
+  EXPECT_LT(first.step_s, spine_first.step_s);
+  r.gpu_layers = -1;
+  // A bus faster than the CPU's RAM read: a spine byte saves more.
+  GpuRates fast = rates();
+  fast.pcie_gbps = 200;
+  EXPECT_FALSE(plan_placement(r, fast).experts_first);
+  // Not every expert fits: the spine first (a tier smaller than what every token reads would only churn).
+  r.expert_bytes = 100000000;  // 32 x 100 MB > 2.93 GB
+  EXPECT_FALSE(plan_placement(r, rates()).experts_first);
+  // Unmeasured rates (run time): experts first when a token reads more than half of them.
+  r.expert_bytes = 10000000;
+  EXPECT_TRUE(plan_placement(r, GpuRates{}).experts_first);
+  r.all_experts = 4 * 64;  // 8 of 64 a layer: the spine first, measured or not
+  EXPECT_FALSE(plan_placement(r, GpuRates{}).experts_first);
+  EXPECT_FALSE(plan_placement(r, rates()).experts_first);
+}
+
 TEST(Placement, ProjectionAddsThePartsAtTheirRates) {
   PlacementRequest r = four_layers();
   with_arena(r);  // room for a 1 GB piece off the GPU: the spine placed as with 4 GB
@@ -229,6 +279,35 @@ TEST(Placement, DescriptionNamesBothSides) {
   EXPECT_NE(s.find("on the GPU: layer 0 of 4"), std::string::npos) << s;
   EXPECT_NE(s.find("the CPU computes: layers 1-3 and the head"), std::string::npos) << s;
   EXPECT_NE(describe_projection(p).find("s/token"), std::string::npos);
+}
+
+// K3's request: a matrix resident whole is multiplied in one call (one
+// mirror, one upload into the arena), so it is one piece however many read
+// pieces it was cut into; a matrix partly streamed keeps its pieces.
+TEST(Placement, K3MatricesResidentWholeAreOnePiece) {
+  const Checkpoint ck = layout_checkpoint(k3_config(), "Kimi K3");
+  const Spine spine(ck, 64ull << 20);
+  ModelOptions o;
+  o.ram_budget = 512ull << 30;
+  const PlacementRequest all = placement_request(ck, spine, plan_memory(ck, spine, o));
+  const uint64_t head = 163840ull * 7168 * 2;
+  ASSERT_FALSE(all.pieces.empty());
+  EXPECT_GE(all.pieces.back().bytes, head);  // the head, one call
+  EXPECT_LT(all.pieces.back().bytes, head + (1 << 20));
+  EXPECT_EQ(all.pieces.back().unit, 2 * all.layers);
+  uint64_t all_bytes = 0;
+  for (const PlacedPiece& q : all.pieces) all_bytes += q.bytes;
+  o.ram_budget = 64ull << 30;  // part of the spine streams
+  const PlacementRequest part = placement_request(ck, spine, plan_memory(ck, spine, o));
+  EXPECT_GT(part.pieces.size(), all.pieces.size());
+  uint64_t part_bytes = 0;
+  for (const PlacedPiece& q : part.pieces) {
+    part_bytes += q.bytes;
+    if (!q.in_ram) {
+      EXPECT_LE(q.bytes, (64ull << 20) + (1 << 20));  // a streamed piece: one read piece
+    }
+  }
+  EXPECT_EQ(part_bytes, all_bytes);  // the same bytes, cut where they are read
 }
 
 }  // namespace

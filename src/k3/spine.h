@@ -68,6 +68,7 @@ class Spine final : public DenseReads {
   uint64_t piece_read_bytes(int i) const;  // bytes a read of it takes from disk (packed, when from a pack)
   bool piece_is_head(int i) const { return pieces_[size_t(i)].head; }
   int piece_unit(int i) const { return pieces_[size_t(i)].unit; }  // 2l, 2l+1: layer l's attention / FFN; 2L: the head
+  int piece_matrix(int i) const { return pieces_[size_t(i)].matrix; }  // a matrix's pieces are consecutive
   // Held as int8 rows (an int8 pack's), or decoded from lossless blocks when read.
   bool piece_is_int8(int i) const { return pieces_[size_t(i)].int8; }
   bool piece_is_decoded(int i) const { return pieces_[size_t(i)].packed && !pieces_[size_t(i)].int8; }

@@ -16,6 +16,10 @@
 //             decides (llama.cpp's -ngl: the first layers on the GPU);
 //             --gpu-layers N takes only layers < N (N > layers: the head too)
 //   tier      what is left: the VRAM expert tier (routed experts kept by key).
+// Unless the tier holding every expert first, the spine the rest, projects a
+// faster step (a model whose tokens read most of its experts, a bus slower
+// than the CPU's RAM read: an expert byte off the card costs more than a spine
+// byte on the CPU); without rates (run time), a rule (placement.cpp).
 // The rest of the spine is computed by the CPU where it lies (RAM, or the
 // ring for streamed pieces): a matrix the GPU does not hold would cross the
 // bus on every token, and the CPU reads RAM faster than PCIe moves it
@@ -56,7 +60,8 @@ struct GpuRates {
   double crossing_s = 30e-6; // one activation round trip over the bus (copy in, copy out, sync)
 };
 
-// A spine piece as the placement sees it, in use order.
+// A spine piece as the placement sees it, in use order: one product call's
+// weight (a matrix resident whole is one piece, whatever its read pieces).
 struct PlacedPiece {
   uint64_t bytes = 0;
   int unit = 0;          // 2l, 2l+1: layer l's attention / FFN; 2L: the head
@@ -92,6 +97,7 @@ struct Placement {
   int gpu_layers = 0;           // whole layers (both units) on the GPU
   bool head_gpu = false;
   bool experts_gpu = true;      // experts the tier misses: GPU after upload (else the CPU in place)
+  bool experts_first = false;   // the tier took every expert before the spine (a byte of them saves more)
   bool upload_spill = false;
   bool split_spill = false;
   double gpu_share = 0;         // split: the GPU's share of those pieces' rows (0: rates unknown, measured at run time)
