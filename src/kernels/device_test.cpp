@@ -248,6 +248,51 @@ TEST(DeviceBackend, CudaSplitSpillStreamsALargeShareInBlocks) {
   be->release(owner);
 }
 
+// Under --vram the arena (a split's blocks here) grows only into what the
+// placement left it: the tier still gets all of its budget afterwards, the
+// arena's bytes not counted twice, and what is in use stays within --vram.
+TEST(DeviceBackend, CudaArenaLeavesTheTierItsBudget) {
+  std::string why;
+  const Backend* be = cuda_or_null(&why);
+  if (!be) GTEST_SKIP() << why;
+  std::mt19937_64 rng(31);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const int rows = 4096, cols = 2048;  // 16 MiB of bf16: the GPU's half in 4 MiB of scratch, in blocks
+  std::vector<uint16_t> w(size_t(rows) * cols);
+  std::vector<float> x(cols), y(rows);
+  for (auto& v : w) v = f32_to_bf16(d(rng));
+  for (auto& v : x) v = d(rng);
+  const WeightOwner owner = next_weight_owner();
+  be->register_host(w.data(), w.size() * 2);
+  const int64_t tier = int64_t(16) << 20, scratch = int64_t(4) << 20;
+  VramLimits l;
+  l.budget = int64_t(vram_now(*be).used) + tier + scratch;
+  l.spine = 0, l.scratch = scratch, l.cpu_spill = true, l.split_spill = true, l.gpu_share = 0.5;
+  set_vram_limits(l);
+  set_vram_expert_budget(tier);
+  be->matvec_bf16(Bf16Ref{w.data(), rows, cols, owner}, x.data(), y.data());
+  // Experts of 64 x 2048 (64 KiB + 4 KiB): more than the tier holds, each once.
+  const int er = 64, ec = 2048;
+  const size_t packed = size_t(er) * ec / 2, scale = size_t(er) * ec / 32, span = packed + scale;
+  const int experts = int(size_t(tier) / span) + 8;
+  std::vector<uint8_t> bytes(span);
+  for (size_t i = 0; i < packed; i++) bytes[i] = uint8_t(rng());
+  for (size_t i = 0; i < scale; i++) bytes[packed + i] = uint8_t(120 + rng() % 12);
+  std::vector<float> ex(ec, 0.5f), ey(er);
+  for (int e = 0; e < experts; e++) {
+    const Mxfp4Task t{{bytes.data(), bytes.data() + packed, er, ec, 0, content_key(owner, uint32_t(e) + 1)}, ex.data(),
+                      ey.data(), 1};
+    be->grouped_mxfp4(&t, 1);
+  }
+  const DeviceReport r = device_report(*be, false);
+  EXPECT_GE(r.tier_bytes + 2 * ((span + 4095) / 4096 * 4096), uint64_t(tier));  // the budget, to a slot or two
+  EXPECT_LE(vram_now(*be).used, uint64_t(l.budget));
+  be->unregister_host(w.data(), w.size() * 2);
+  be->release(owner);
+  set_vram_limits(VramLimits{});
+  set_vram_expert_budget(-1);
+}
+
 // The VRAM expert tier (content-keyed MXFP4 weights, owner 0): the bits of
 // the same products without a key, whether the tier is off, holds two
 // entries (every round evicts) or grows freely (the second round hits), and

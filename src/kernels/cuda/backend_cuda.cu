@@ -162,19 +162,32 @@ size_t vram_used(State& s, size_t* total = nullptr) {
 }
 
 // May `n` more bytes be held (a mirror, a tier block, a state copy)? Under a
-// budget: what is in use plus n plus the arena's scratch within it; else
-// `keep` bytes left free.
+// budget: what is in use plus n plus the part of the arena's scratch not yet
+// allocated (the arena's own bytes are in use already); else `keep` bytes left free.
 bool vram_room(State& s, size_t n, size_t keep) {
   size_t total = 0;
   const size_t used = vram_used(s, &total);
   if (s.limits.budget < 0) return total - used >= n + keep;
-  return used + n + size_t(s.limits.scratch) <= size_t(s.limits.budget);
+  const size_t scratch = size_t(s.limits.scratch), unheld = scratch > s.arena.cap ? scratch - s.arena.cap : 0;
+  return used + n + unheld <= size_t(s.limits.budget);
 }
 
-// What --vram leaves beyond what is in use on the card (no --vram: no bound).
+// What the placement gave the mirrors, the tier and the state copies that they
+// have not allocated yet (a first token mirrors and fills as it goes).
+size_t promised(const State& s) {
+  const auto rest = [](int64_t limit, uint64_t held) { return limit > 0 && uint64_t(limit) > held ? size_t(limit - held) : 0; };
+  const size_t tier_held = s.tier.slots.size() * s.tier.slot_bytes;
+  return rest(s.limits.spine, s.stats.resident_bytes) + rest(s.tier.budget, tier_held) +
+         rest(s.limits.state, s.states.bytes);
+}
+
+// What --vram leaves the arena beyond what is in use on the card and what the
+// placement promised the rest (no --vram: no bound). Without the promise, a
+// first token's arena (doubling as it grows, or split's blocks) took the VRAM
+// the tier would fill a moment later, which then churned (sitting E).
 size_t budget_left(State& s) {
   if (s.limits.budget < 0) return SIZE_MAX / 4;
-  const size_t used = vram_used(s);
+  const size_t used = vram_used(s) + promised(s);
   return used >= size_t(s.limits.budget) ? 0 : size_t(s.limits.budget) - used;
 }
 
