@@ -122,7 +122,7 @@ uint64_t tier_for_all_experts(const PlacementRequest& r) {
 // the CPU reads it from RAM; an expert byte is read by touched / all of the
 // tokens and off the tier it crosses the bus, taken as half the CPU's RAM read
 // (a PCIe 4 or 5 x16 slot beside DDR5). So experts go first when a token reads
-// more than half of them: the k3-slice (16 of 16 a layer), not K3 (16 of 384).
+// more than half of them: the k3-slice (16 of 16 a layer), not K3 (16 of 896).
 constexpr double kUnratedBusOfRam = 0.5;
 bool experts_save_more_unrated(const PlacementRequest& r) { return r.touched / r.all_experts > kUnratedBusOfRam; }
 
