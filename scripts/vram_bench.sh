@@ -14,12 +14,14 @@
 #    SCRATCH; --vram chosen so that half and a quarter of its spine fit (the
 #    context, scratch and state measured by a first run's placement line);
 #    `bench` decode steps REPS times each, interleaved, in one sitting:
-#    --device cpu; --vram half / quarter with the CPU computing the rest
-#    (--gpu-spill cpu, the default) and uploading it per call (--gpu-spill
+#    --device cpu; --vram half / quarter as the run places it by the rates it
+#    measures (the default: the CPU computes the rest, or the GPU after an
+#    upload where that is faster), uploading the rest per call (--gpu-spill
 #    upload, the old way) and both at once on shares of the rows (--gpu-spill
-#    split: the bus adds to the CPU's memory bandwidth); each with the driver's peak VRAM in use on the card
-#    (NVML, sampled every 20 ms) and the peak RSS; `sluice plan`'s projection
-#    for each beside it.
+#    split: the bus adds to the CPU's memory bandwidth); each with the driver's
+#    peak VRAM in use on the card (NVML, sampled every 20 ms) and the peak RSS;
+#    `sluice plan`'s projection for each beside it, this machine's card
+#    measured by plan as the runs measure it.
 # Logs in OUT; the last lines printed are the table.
 set -uo pipefail
 S=${1:?usage: vram_bench.sh SLUICE OUT [quick]} OUT=${2:?} MODE=${3:-full}
@@ -103,7 +105,7 @@ p = subprocess.run(sys.argv[3:], capture_output=True, text=True)
 stop = True; t.join()
 rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 lines = p.stderr.splitlines()
-sys.stderr.write(f"== {sys.argv[1]} rc {p.returncode}\n" + "\n".join([l for l in lines if "placement:" in l] + lines[-6:]) + "\n")
+sys.stderr.write(f"== {sys.argv[1]} rc {p.returncode}\n" + "\n".join([l for l in lines if "placement" in l] + lines[-6:]) + "\n")
 j = json.loads(p.stdout.strip().splitlines()[-1])
 j["run"] = sys.argv[1]
 j["peak_rss_bytes"] = rss; j["nvml_card_used_peak"] = peak[0]; j["nvml_process_peak"] = peak[1]
@@ -113,28 +115,26 @@ EOF
 for rep in $(seq 1 "$REPS"); do
   (( SECONDS > ${STOP_AFTER:-420} )) && { echo "stopping after $((rep - 1)) rounds: ${SECONDS}s"; break; }
   bench cpu.$rep --device cpu
-  bench half_cpu.$rep --device cuda --vram "$VH"
+  bench half.$rep --device cuda --vram "$VH"
   bench half_upload.$rep --device cuda --vram "$VH" --gpu-spill upload
-  bench quarter_cpu.$rep --device cuda --vram "$VQ"
+  bench quarter.$rep --device cuda --vram "$VQ"
   bench quarter_upload.$rep --device cuda --vram "$VQ" --gpu-spill upload
   bench half_split.$rep --device cuda --vram "$VH" --gpu-spill split
   bench quarter_split.$rep --device cuda --vram "$VQ" --gpu-spill split
 done
 disk=$(python3 -c "import json;print(max(json.loads(open('$OUT/bench.jsonl').readline())['ceiling_gbps'],0.5))")
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -qi h200 && echo h200 || echo h100)
-proj() {  # VRAM SPILL [ARGS]: plan's projection line
-  local v=$1 spill=$2; shift 2
-  "$S" plan -m "$slice" --ram "$RAM" --disk-gbps "$disk" --gpu "$gpu" --vram "$v" --gpu-spill "$spill" \
-    --gpu-context "$CTX" --kernel-probe --probe-seconds 3 "$@" 2>/dev/null | grep -E "^(placement|with GPU)"
+proj() {  # VRAM [SPILL]: plan's lines, with this machine's card measured as a run measures it (no --gpu)
+  "$S" plan -m "$slice" --ram "$RAM" --disk-gbps "$disk" --vram "$1" ${2:+--gpu-spill "$2"} \
+    --gpu-context "$CTX" --kernel-probe --probe-seconds 3 2>/dev/null | grep -E "^(gpu|placement|with GPU)"
 }
-{ proj "$VH" cpu; proj "$VH" upload; proj "$VQ" cpu; proj "$VQ" upload; proj "$VH" split; proj "$VQ" split; } | tee "$OUT/plan.txt"
+{ proj "$VH"; proj "$VH" upload; proj "$VQ"; proj "$VQ" upload; proj "$VH" split; proj "$VQ" split; } | tee "$OUT/plan.txt"
 python3 - "$OUT" "$VH" "$VQ" "$RAM" <<'EOF'
 import json, glob, re, sys, statistics as st
 out, vh, vq, ram = sys.argv[1:]
 plan = open(f"{out}/plan.txt").read().splitlines()
 proj = [float(re.search(r"([0-9.]+) s/token", l).group(1)) for l in plan if l.startswith("with GPU")]
 allcpu = float(re.search(r"all on the CPU ([0-9.]+)", [l for l in plan if l.startswith("with GPU")][0]).group(1))
-want = {"cpu": allcpu, "half_cpu": proj[0], "half_upload": proj[1], "quarter_cpu": proj[2], "quarter_upload": proj[3],
+want = {"cpu": allcpu, "half": proj[0], "half_upload": proj[1], "quarter": proj[2], "quarter_upload": proj[3],
         "half_split": proj[4], "quarter_split": proj[5]}
 print(f"{'run':16} {'--vram':>8} {'step ms (3 runs)':>24} {'plan ms':>8} {'VRAM peak GB (process)':>13} {'RSS peak GB':>12} (spilled, split) calls, share")
 med = {}
@@ -150,10 +150,10 @@ for name in want:
     v = vh if name.startswith("half") else vq if name.startswith("quarter") else "-"
     print(f"{name:16} {v:>8} {' / '.join(f'{s:.0f}' for s in steps):>24} {want[name]*1e3:8.0f} {vram:13.2f} {rss:12.2f} {spill}")
 for f in ("half", "quarter"):
-    for way in ("cpu", "split"):
-        if f"{f}_{way}" in med:
-            print(f"{f} {way}: {med[f + '_upload'] / med[f + '_' + way]:.2f}x faster than uploading per call, "
-                  f"{med['cpu'] / med[f + '_' + way]:.2f}x faster than --device cpu (medians)")
+    for run in (f, f + "_split"):
+        if run in med:
+            print(f"{run}: {med[f + '_upload'] / med[run]:.2f}x faster than uploading per call, "
+                  f"{med['cpu'] / med[run]:.2f}x faster than --device cpu (medians)")
 print(f"RAM budget {ram}")
 EOF
 rm -rf "$SCRATCH"

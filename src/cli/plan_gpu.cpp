@@ -6,6 +6,8 @@
 
 #include "base/bytes.h"
 #include "base/error.h"
+#include "cli/vram_option.h"
+#include "kernels/device.h"
 #include "model/placement.h"
 
 namespace sluice::cli {
@@ -45,6 +47,47 @@ const GpuPreset& find_preset(const std::string& name) {
   fail("--gpu", "unknown card '" + name + "' (" + known + ")");
 }
 
+// The choices plan takes as run does (--gpu-layers, --cpu-moe, --gpu-spill).
+void set_choices(const PlanGpuArgs& a, const PlanHostRates& host, PlacementRequest& r) {
+  r.ram_hit = host.ram_hit;
+  r.gpu_layers = a.gpu_layers;
+  r.cpu_moe = a.cpu_moe;
+  r.upload_spill = a.spill == "upload";
+  r.split_spill = a.spill == "split";
+  r.spill_by_rates = a.spill.empty();  // the faster of the CPU and the bus, by the rates
+}
+
+void print_placement(const PlacementRequest& r, const GpuRates& rates, const PlanHostRates& host) {
+  const Placement pl = plan_placement(r, rates);
+  std::printf("placement    %s\n", describe_placement(pl, r.layers).c_str());
+  std::printf("with GPU     %s (CPU %.1f GB/s bf16, %.1f GB/s MXFP4, one thread's copy %.1f GB/s; disk %.2f GB/s; "
+              "RAM hit rate %.2f)\n",
+              describe_projection(pl).c_str(), host.cpu_bf16_gbps, host.cpu_mxfp4_gbps, host.copy_gbps, host.disk_gbps,
+              host.ram_hit);
+}
+
+// This machine's card: its rates measured now as a run measures them
+// (kernels/device.h BusRates), the CPU's and the disk's the plan's own.
+void print_plan_this_gpu(const PlanGpuArgs& a, const PlacementRequest& request, const PlanHostRates& host,
+                         const Backend& gpu, const VramNow& now) {
+  PlacementRequest r = request;
+  r.vram = a.vram.empty() ? now.total - std::min<uint64_t>(now.total, uint64_t(2) << 30) : parse_byte_size(a.vram, "--vram");
+  r.overhead = a.context.empty() ? now.used : parse_byte_size(a.context, "--gpu-context", true);
+  set_choices(a, host, r);
+  const BusRates bus = measure_bus_rates(gpu, r.vram > now.used ? r.vram - now.used : 0);
+  GpuRates rates = gpu_rates_of(bus);
+  if (a.pcie_gbps > 0) rates.pcie_gbps = a.pcie_gbps;
+  rates.cpu_gbps = host.cpu_bf16_gbps, rates.cpu_mxfp4_gbps = host.cpu_mxfp4_gbps, rates.disk_gbps = host.disk_gbps;
+  if (!bus.measured) {  // no room on the card for the probe: the generic card's figures
+    rates.gpu_gemv_gbps = kGeneric.memory_gbps * kGemvOfBandwidth, rates.pcie_gbps = kGeneric.pcie_gbps;
+    rates.staging_gbps = host.copy_gbps;
+  }
+  std::printf("gpu          this machine's, %s; --vram %.1f GB; %s\n", describe_backend(gpu).c_str(), double(r.vram) / 1e9,
+              bus.measured ? ("measured now: " + describe_bus_rates(bus)).c_str()
+                           : "not measured (no room for the probe): a PCIe 4 card's figures");
+  print_placement(r, rates, host);
+}
+
 }  // namespace
 
 void add_plan_gpu_options(CLI::App& sub, PlanGpuArgs& a) {
@@ -52,12 +95,16 @@ void add_plan_gpu_options(CLI::App& sub, PlanGpuArgs& a) {
   for (const GpuPreset& g : kGpuPresets) names += std::string(names.empty() ? "" : ", ") + g.name;
   std::vector<std::string> known;
   for (const GpuPreset& g : kGpuPresets) known.push_back(g.name);
-  sub.add_option("--gpu", a.gpu, "Project with this card beside the RAM: " + names + " (datasheet figures)")
+  sub.add_option("--gpu", a.gpu,
+                 "Project with this card beside the RAM: " + names +
+                     " (datasheet figures; default: this machine's card, measured now, else a PCIe 4 card)")
       ->check(CLI::IsMember(known));
   sub.add_option("--vram", a.vram, "VRAM sluice may use on the card, e.g. 24G (default: the --gpu card's)");
   sub.add_option("--pcie-gbps", a.pcie_gbps, "Host → device GB/s (default: the card's bus: 25 PCIe 4, 55 PCIe 5)")
       ->check(CLI::PositiveNumber);
-  sub.add_option("--gpu-context", a.context, "VRAM the CUDA context and kernels hold (default 1G; run's placement line says)");
+  sub.add_option("--gpu-context", a.context,
+                 "VRAM the CUDA context and kernels hold (default: 1G, or what this machine's card holds now; run's "
+                 "placement line says)");
   sub.add_option("--gpu-layers", a.gpu_layers, "Only the spine of layers < N in VRAM (as run's)")->check(CLI::Range(0, 1 << 20));
   sub.add_flag("--cpu-moe", a.cpu_moe, "Routed experts computed by the CPU (as run's)");
   sub.add_option("--gpu-spill", a.spill,
@@ -67,31 +114,25 @@ void add_plan_gpu_options(CLI::App& sub, PlanGpuArgs& a) {
 }
 
 void print_plan_gpu(const PlanGpuArgs& a, const PlacementRequest& request, const PlanHostRates& host) {
+  // No --gpu: this machine's card when it has one (and this build CUDA), measured now.
+  const Backend& here = a.gpu.empty() ? device_backend("auto") : cpu_backend();
+  const VramNow now = vram_now(here);
+  if (now.total > 0) return print_plan_this_gpu(a, request, host, here, now);
   const GpuPreset& g = find_preset(a.gpu);
   PlacementRequest r = request;
   r.vram = a.vram.empty() ? uint64_t(g.vram_gb * 1e9) : parse_byte_size(a.vram, "--vram");
-  r.overhead = parse_byte_size(a.context, "--gpu-context", true);
-  r.ram_hit = host.ram_hit;
-  r.gpu_layers = a.gpu_layers;
-  r.cpu_moe = a.cpu_moe;
-  r.upload_spill = a.spill == "upload";
-  r.split_spill = a.spill == "split";
-  r.spill_by_rates = a.spill.empty();  // the faster of the CPU and the bus, by the rates
+  r.overhead = parse_byte_size(a.context.empty() ? "1G" : a.context, "--gpu-context", true);
+  set_choices(a, host, r);
   GpuRates rates;
   rates.pcie_gbps = a.pcie_gbps > 0 ? a.pcie_gbps : g.pcie_gbps;
   rates.gpu_gemv_gbps = g.memory_gbps * kGemvOfBandwidth;
   rates.cpu_gbps = host.cpu_bf16_gbps, rates.cpu_mxfp4_gbps = host.cpu_mxfp4_gbps, rates.disk_gbps = host.disk_gbps;
   rates.staging_gbps = host.copy_gbps;
-  const Placement pl = plan_placement(r, rates);
   std::printf("gpu          %s; --vram %.1f GB; GEMVs at %.0f GB/s (%.2f of its memory bandwidth), host → device "
               "%.1f GB/s%s\n",
               g.what, double(r.vram) / 1e9, rates.gpu_gemv_gbps, kGemvOfBandwidth, rates.pcie_gbps,
               a.pcie_gbps > 0 ? " (--pcie-gbps)" : "");
-  std::printf("placement    %s\n", describe_placement(pl, r.layers).c_str());
-  std::printf("with GPU     %s (CPU %.1f GB/s bf16, %.1f GB/s MXFP4, one thread's copy %.1f GB/s; disk %.2f GB/s; "
-              "RAM hit rate %.2f)\n",
-              describe_projection(pl).c_str(), host.cpu_bf16_gbps, host.cpu_mxfp4_gbps, host.copy_gbps, host.disk_gbps,
-              host.ram_hit);
+  print_placement(r, rates, host);
 }
 
 }  // namespace sluice::cli

@@ -3,7 +3,9 @@
 // RAM plan, and the seconds per token it projects.
 //
 //   --gpu NAME        a card's figures (kGpuPresets below: VRAM, memory
-//                     bandwidth, PCIe), each from its maker's datasheet
+//                     bandwidth, PCIe), each from its maker's datasheet;
+//                     without it, this machine's card measured now as a run
+//                     measures it (kernels/device.h BusRates), else a PCIe 4 card
 //   --vram SIZE       the VRAM sluice may use (default: the card's)
 //   --pcie-gbps R     host → device GB/s (default: the card's bus, as below)
 //   --gpu-context SIZE  what the CUDA context and kernels hold (default 1G;
@@ -20,7 +22,7 @@ namespace sluice::cli {
 
 struct PlanGpuArgs {
   std::string gpu, vram, spill;
-  std::string context = "1G";  // --gpu-context: what the CUDA context and modules hold on the card
+  std::string context;  // --gpu-context: what the CUDA context and modules hold on the card (empty: 1G, or measured)
   double pcie_gbps = 0;
   int gpu_layers = -1;
   bool cpu_moe = false;

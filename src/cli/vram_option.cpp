@@ -1,7 +1,9 @@
 #include "cli/vram_option.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 
 #include "base/bytes.h"
 #include "kernels/device.h"
@@ -16,14 +18,34 @@ void add_vram_options(CLI::App& sub, VramArgs& a) {
   sub.add_option("--gpu-layers", a.gpu_layers, "With the GPU: only the spine of layers < N in VRAM (N > layers: the head too)")
       ->check(CLI::Range(0, 1 << 20));
   sub.add_option("--gpu-spill", a.gpu_spill,
-                 "With the GPU: a matrix it does not hold is computed by the CPU from RAM (cpu, the default), "
-                 "uploaded for every call (upload), or both at once on shares of its rows, the GPU's over the bus "
-                 "from pinned RAM (split)")
+                 "With the GPU: a matrix it does not hold is computed by the CPU from RAM (cpu), uploaded for every "
+                 "call (upload), or both at once on shares of its rows, the GPU's over the bus from pinned RAM "
+                 "(split); default: cpu or upload, the faster by the rates measured at the start")
       ->check(CLI::IsMember({"cpu", "upload", "split"}));
   sub.add_option("--gpu-share", a.gpu_share,
                  "With --gpu-spill split: the GPU's share of the rows (default: measured over the first products)")
       ->check(CLI::Range(0.01, 0.95));
   sub.add_flag("--cpu-moe", a.cpu_moe, "With the GPU: routed experts are computed by the CPU where they lie");
+}
+
+GpuRates gpu_rates_of(const BusRates& b) {
+  GpuRates g;
+  if (!b.measured) return g;
+  g.pcie_gbps = b.pinned_gbs, g.staging_gbps = b.staged_gbs, g.gpu_gemv_gbps = b.gemv_gbs, g.cpu_gbps = b.cpu_gbs;
+  g.crossing_s = b.call_s;
+  if (b.cpu_gbs > 0 && b.cpu_beside_dma_gbs > 0) g.split_cpu_keeps = std::min(1.0, b.cpu_beside_dma_gbs / b.cpu_gbs);
+  if (b.pinned_gbs > 0 && b.dma_beside_cpu_gbs > 0) g.split_bus_keeps = std::min(1.0, b.dma_beside_cpu_gbs / b.pinned_gbs);
+  return g;
+}
+
+std::string describe_bus_rates(const BusRates& b) {
+  char s[400];
+  std::snprintf(s, sizeof s,
+                "GPU GEMV %.0f GB/s; host → device %.1f GB/s pinned, %.1f GB/s from pageable RAM; the CPU's matvec "
+                "%.1f GB/s; at once %.1f and %.1f GB/s (DMA, CPU); a GPU call %.0f us",
+                b.gemv_gbs, b.pinned_gbs, b.staged_gbs, b.cpu_gbs, b.dma_beside_cpu_gbs, b.cpu_beside_dma_gbs,
+                b.call_s * 1e6);
+  return s;
 }
 
 void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, ModelOptions& o) {
@@ -45,7 +67,17 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
     r.cpu_moe = a.cpu_moe;
     r.upload_spill = a.gpu_spill == "upload";
     r.split_spill = a.gpu_spill == "split";
-    GpuRates rates;  // unmeasured: experts the tier misses go to the GPU unless --cpu-moe
+    r.spill_by_rates = a.gpu_spill.empty();  // upload per call only where the bus and GPU beat the CPU
+    // Measured now, so that the run decides as `sluice plan` does (else its
+    // rules: experts the tier misses on the GPU unless --cpu-moe, the CPU
+    // computes what the GPU does not hold).
+    BusRates bus;
+    if (r.host_room >= kBusRatesHostBytes + (uint64_t(64) << 20)) try {
+      bus = measure_bus_rates(*backend, r.vram > now.used ? r.vram - now.used : 0);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sluice: note: the GPU's rates were not measured (%s): the placement follows its rules\n", e.what());
+    }
+    const GpuRates rates = gpu_rates_of(bus);
     const Placement p = plan_placement(r, rates);
     VramLimits l;
     l.budget = int64_t(p.vram);
@@ -63,6 +95,9 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
         std::fprintf(stderr, "sluice: warning: --vram %s is below what the card already holds (%s): the CPU computes\n",
                      format_bytes(p.vram).c_str(), format_bytes(now.used).c_str());
       std::fprintf(stderr, "sluice: placement: %s\n", describe_placement(p, r.layers).c_str());
+      if (bus.measured)
+        std::fprintf(stderr, "sluice: placement rates: %s; the spine's part of a step projected %.4f s\n",
+                     describe_bus_rates(bus).c_str(), p.spine_gpu_s + p.spine_cpu_s + p.spine_stream_s + p.crossing_s);
     }
   };
 }

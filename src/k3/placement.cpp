@@ -39,6 +39,10 @@ PlacementRequest placement_request(const Checkpoint& ck, const Spine& spine, con
   }
   routers_until(2 * r.layers);
   r.state = p.state_reserve;
+  if (p.budget > 0) {
+    const uint64_t held = p.baseline + p.working + p.fixed;
+    r.host_room = p.budget > held ? p.budget - held : 0;
+  }
   if (c.num_experts > 0) {
     r.expert_bytes = c.expert_span_bytes();
     int moe = 0;

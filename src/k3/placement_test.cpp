@@ -36,6 +36,7 @@ GpuRates rates() {
   GpuRates g;
   g.pcie_gbps = 25, g.gpu_gemv_gbps = 1000, g.cpu_gbps = 50, g.cpu_mxfp4_gbps = 10, g.disk_gbps = 5;
   g.crossing_s = 0;
+  g.split_cpu_keeps = g.split_bus_keeps = 1;  // split: neither slows the other (SplitSharesTheHostsMemory: they do)
   return g;
 }
 
@@ -232,6 +233,24 @@ TEST(Placement, SplitSpillAddsTheBusToTheCpu) {
   const Placement unknown = plan_placement((r.split_spill = true, r), GpuRates{});
   EXPECT_EQ(unknown.gpu_share, 0.0);
   EXPECT_NE(describe_placement(unknown, 4).find("a share of their rows"), std::string::npos);
+}
+
+// Split runs the DMA and the CPU's matvec at once: each at the part of its
+// rate it keeps beside the other (measured, or the H100 box's figures).
+TEST(Placement, SplitSharesTheHostsMemory) {
+  PlacementRequest r = four_layers();
+  with_arena(r);
+  r.split_spill = true;
+  GpuRates g = rates();
+  g.split_cpu_keeps = 0.8, g.split_bus_keeps = 0.5;
+  const Placement p = plan_placement(r, g);
+  const double bus = 1.0 / (1.0 / (25 * 0.5) + 1.0 / 1000), cpu = 50 * 0.8;
+  EXPECT_NEAR(p.gpu_share, bus / (bus + cpu), 1e-9);
+  EXPECT_NEAR(p.spine_cpu_s, 5.5 / (cpu + bus), 1e-9);
+  g.split_cpu_keeps = g.split_bus_keeps = 0;  // unmeasured: slower than with neither slowing the other
+  const Placement preset = plan_placement(r, g);
+  EXPECT_GT(preset.spine_cpu_s, 5.5 / (50 + 1.0 / (1.0 / 25 + 1.0 / 1000)));
+  EXPECT_LT(preset.spine_cpu_s, 5.5 / 50);
 }
 
 // Uploading per call, a weight off the GPU larger than the scratch arena can

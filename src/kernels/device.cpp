@@ -82,6 +82,13 @@ DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] b
   return r;
 }
 
+BusRates measure_bus_rates([[maybe_unused]] const Backend& b, [[maybe_unused]] uint64_t vram_room) {
+#ifdef SLUICE_HAVE_CUDA
+  if (std::strcmp(b.name, "cuda") == 0) return cuda::measure_bus_rates(cpu_backend(), vram_room);
+#endif
+  return {};
+}
+
 void set_vram_expert_budget([[maybe_unused]] int64_t bytes) {
 #ifdef SLUICE_HAVE_CUDA
   cuda::set_vram_experts(bytes);

@@ -47,6 +47,26 @@ struct DeviceReport {
 };
 DeviceReport device_report(const Backend& b, bool measure_ceilings);
 
+// What the GPU placement (model/placement.h) plans with, measured now on
+// this GPU and host (the CUDA entry; zeros and measured = false elsewhere, or
+// when `vram_room`, the VRAM the probe may take, is under its 160 MiB): about
+// 0.2 s, with a 384 MiB host buffer and 160 MiB of VRAM, both freed after.
+// The pinned DMA and the CPU's matvec are also timed at once (what
+// --gpu-spill split runs): they share the host's memory, so each keeps only a
+// part of its rate alone.
+struct BusRates {
+  bool measured = false;
+  double pinned_gbs = 0;          // host → device from pinned RAM (the uploader's chunks)
+  double staged_gbs = 0;          // host → device from pageable RAM, through the entry's pinned staging
+  double gemv_gbs = 0;            // the GPU's bf16 GEMV: weight bytes read from VRAM
+  double cpu_gbs = 0;             // the CPU entry's bf16 matvec from RAM (its kernel pool)
+  double cpu_beside_dma_gbs = 0;  // the same while a pinned DMA runs
+  double dma_beside_cpu_gbs = 0;  // the pinned DMA while the CPU's matvec runs
+  double call_s = 0;              // one GPU product call's own cost: an activation in, a launch, the result out, a sync
+};
+constexpr uint64_t kBusRatesHostBytes = uint64_t(384) << 20;
+BusRates measure_bus_rates(const Backend& b, uint64_t vram_room);
+
 // The CUDA entry's VRAM expert tier budget (`--vram-experts`): -1 the
 // default (free VRAM less a reserve), 0 off, else bytes. No effect on the CPU
 // entries or in a build without CUDA.

@@ -103,6 +103,31 @@ TEST(DeviceBackend, CudaMirrorsStableWeights) {
   be->release(owner2);
 }
 
+// The rates a run's placement decides with: every one measured and positive,
+// the pinned DMA at least as fast as the staged one, each side slower (or no
+// faster) beside the other; no room on the card for the probe: none measured;
+// the CPU entries measure nothing. What the card held before, it holds after.
+TEST(DeviceBackend, CudaBusRatesAreMeasuredWithinTheRoomGiven) {
+  EXPECT_FALSE(measure_bus_rates(cpu_backend(), uint64_t(1) << 40).measured);
+  std::string why;
+  const Backend* be = cuda_or_null(&why);
+  if (!be) GTEST_SKIP() << why;
+  EXPECT_FALSE(measure_bus_rates(*be, uint64_t(64) << 20).measured);
+  const uint64_t before = vram_now(*be).used;
+  const BusRates r = measure_bus_rates(*be, uint64_t(1) << 30);
+  ASSERT_TRUE(r.measured);
+  EXPECT_GT(r.gemv_gbs, 0);
+  EXPECT_GT(r.staged_gbs, 0);
+  EXPECT_GT(r.cpu_gbs, 0);
+  EXPECT_GT(r.call_s, 0);
+  EXPECT_LT(r.call_s, 0.01);
+  EXPECT_GT(r.pinned_gbs, 0.8 * r.staged_gbs);  // noise aside, pinned skips the staging copy
+  EXPECT_GT(r.cpu_beside_dma_gbs, 0);
+  EXPECT_GT(r.dma_beside_cpu_gbs, 0);
+  EXPECT_LT(r.dma_beside_cpu_gbs, 1.2 * r.pinned_gbs);
+  EXPECT_LE(vram_now(*be).used, before + (uint64_t(8) << 20));
+}
+
 // Under a VRAM budget (VramLimits, issue 37) a stable weight the spine cap
 // leaves off the GPU is computed by the CPU entry (its bits exactly), or
 // uploaded per call with cpu_spill off; what is in use stays in the budget.

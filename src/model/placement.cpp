@@ -13,6 +13,12 @@ constexpr uint64_t kStateCap = uint64_t(8) << 30;      // the CUDA entry's cap o
 
 double per_byte(double gbps) { return gbps > 0 ? 1.0 / (gbps * 1e9) : 0.0; }
 
+// Split unmeasured (a preset card): the part of its rate alone the CPU's
+// matvec keeps while the pinned DMA runs, and the DMA while the matvec runs
+// (BusRates on the H100 box of docs/benchmarks.md, sitting G: DMA and cores
+// read the same memory channels).
+constexpr double kSplitCpuKeeps = 0.9, kSplitBusKeeps = 0.45;
+
 // The bytes of the spine mirrored in VRAM: pieces in use order, each taken
 // when it fits in `room` (the CUDA entry mirrors the same way, on first use).
 void place_spine(const PlacementRequest& r, uint64_t room, Placement& p) {
@@ -53,8 +59,11 @@ void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
   const double moe_layers = r.touched > 0 ? double(r.moe_layers) : 0;
   // The spine off the GPU: the CPU's matvec, or the bus and the GPU's
   // (upload), or both at once on shares of the rows (split: the rates add).
-  const double both = cpu > 0 && pcie + gpu > 0 ? 1.0 / (1.0 / cpu + 1.0 / (pcie + gpu)) : cpu;
-  if (p.split_spill && cpu > 0 && pcie + gpu > 0) p.gpu_share = both / (pcie + gpu);
+  // Split: each at the part of its rate it keeps beside the other.
+  const double cpu_beside = cpu / (g.split_cpu_keeps > 0 ? g.split_cpu_keeps : kSplitCpuKeeps);
+  const double bus_beside = pcie / (g.split_bus_keeps > 0 ? g.split_bus_keeps : kSplitBusKeeps);
+  const double both = cpu > 0 && pcie + gpu > 0 ? 1.0 / (1.0 / cpu_beside + 1.0 / (bus_beside + gpu)) : cpu;
+  if (p.split_spill && cpu > 0 && pcie + gpu > 0) p.gpu_share = both / (bus_beside + gpu);
   // A weight off the GPU goes into the scratch arena whole when uploaded per
   // call; one larger than the arena can grow to (the VRAM nothing else holds)
   // is computed by the CPU instead, as the CUDA entry does (a big head, on a

@@ -57,7 +57,11 @@ struct GpuRates {
   double cpu_gbps = 0;       // spine bytes the CPU's matvec reads from RAM (its kernel pool)
   double cpu_mxfp4_gbps = 0; // expert bytes the CPU's MXFP4 matvec reads from RAM
   double disk_gbps = 0;      // expert and streamed spine reads
-  double crossing_s = 30e-6; // one activation round trip over the bus (copy in, copy out, sync)
+  double crossing_s = 30e-6; // one GPU product call's own cost: an activation in, the result out, a sync
+  // --gpu-spill split runs the pinned DMA and the CPU's matvec at once, and
+  // they share the host's memory: the part of its rate alone each keeps
+  // then (measured: kernels/device.h BusRates; 0: placement.cpp's figures).
+  double split_cpu_keeps = 0, split_bus_keeps = 0;
 };
 
 // A spine piece as the placement sees it, in use order: one product call's
@@ -85,6 +89,7 @@ struct PlacementRequest {
   bool split_spill = false;              // --gpu-spill split: RAM pieces off the GPU computed by the CPU and,
                                          // over the bus, the GPU at once (rows shared by their rates)
   bool spill_by_rates = false;           // neither forced: upload when the bus and GPU beat the CPU's matvec
+  uint64_t host_room = UINT64_MAX;       // RAM free under --ram-budget before the model loads (a probe's buffer)
 };
 
 enum class PieceWhere { gpu, cpu, stream };  // VRAM / the CPU from RAM / the CPU from the ring

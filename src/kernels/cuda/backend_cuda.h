@@ -131,6 +131,10 @@ struct Ceilings {
 };
 Ceilings measure_ceilings();
 
+// BusRates (kernels/device.h), measured now (bus_rates.cu) with the CPU
+// entry `cpu` for the host's side; its own stream, uploader and buffers.
+BusRates measure_bus_rates(const Backend& cpu, size_t vram_room);
+
 // "NVIDIA H200 (...); GPU: <ops>; CPU (<cpu entry>): <ops>" — one line.
 std::string describe();
 

@@ -1,0 +1,181 @@
+// kernels/cuda/bus_rates.cu — the rates the GPU placement plans with,
+// measured on this card and host now (BusRates, kernels/device.h).
+//
+// A run under --vram decides with them what `sluice plan` decides with its
+// figures (which spine pieces the GPU holds, whether a byte of experts there
+// saves more than one of spine, whether a matrix off the GPU goes up per call
+// or stays on the CPU), and the plan on a machine with a GPU projects with them.
+//
+// One host buffer of kHost bytes: its first kCpuBytes are the CPU's matrices,
+// the rest the DMA's source, so the two read different RAM at once as a split
+// does (the spine's CPU rows and its GPU rows). Each half exceeds the last-level
+// caches of the machines here; a step's reads come from RAM too.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda.h"
+#include "kernels/cuda/upload.h"
+
+namespace sluice::cuda {
+using namespace detail;
+namespace {
+
+constexpr size_t kMiB = size_t(1) << 20;
+constexpr size_t kCpuBytes = 256 * kMiB, kDmaBytes = 128 * kMiB, kHost = kCpuBytes + kDmaBytes;
+static_assert(kHost == kBusRatesHostBytes, "kernels/device.h says how much host memory the probe takes");
+constexpr size_t kDev = 128 * kMiB;         // the DMA's destination, and the GEMV's matrices
+constexpr size_t kDevIo = 1 * kMiB;         // x and y beside them
+constexpr int kRows = 2048, kCols = 8192;   // one matrix: 32 MiB of bf16 (K3's widths are 7168 and up)
+constexpr size_t kMatrix = size_t(kRows) * kCols * 2;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Events {
+  cudaEvent_t a = nullptr, b = nullptr;
+  Events() {
+    check(cudaEventCreate(&a), "cudaEventCreate");
+    check(cudaEventCreate(&b), "cudaEventCreate");
+  }
+  ~Events() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+  double seconds() const {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    return double(ms) * 1e-3;
+  }
+};
+
+// The best of `reps` timings of f on `stream` (events around it), after one warm-up.
+template <class F>
+double best_gpu_seconds(cudaStream_t stream, int reps, F&& f) {
+  Events e;
+  double best = 1e30;
+  for (int rep = 0; rep <= reps; rep++) {
+    check(cudaEventRecord(e.a, stream), "cudaEventRecord");
+    f();
+    check(cudaEventRecord(e.b, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(e.b), "cudaEventSynchronize");
+    if (rep > 0) best = std::min(best, e.seconds());
+  }
+  return best;
+}
+
+// The CPU entry's matvec over matrix i (cycling) of the CPU's part of the buffer.
+void cpu_matvec(const Backend& cpu, const uint16_t* host, int i, const float* x, float* y) {
+  const int count = int(kCpuBytes / kMatrix);
+  const Bf16Ref W{host + size_t(i % count) * kMatrix / 2, kRows, kCols, 0};
+  cpu.matmul_bf16(W, x, 1, y);
+}
+
+}  // namespace
+
+BusRates measure_bus_rates(const Backend& cpu, size_t vram_room) {
+  BusRates r;
+  if (vram_room < kDev + kDevIo + 32 * kMiB) return r;  // the probe's VRAM, and a margin for the driver
+  char* dev = nullptr;
+  if (cudaMalloc(&dev, kDev + kDevIo) != cudaSuccess) {
+    cudaGetLastError();
+    return r;
+  }
+  auto* host = static_cast<uint16_t*>(std::aligned_alloc(4096, kHost));
+  if (!host) {
+    cudaFree(dev);
+    return r;
+  }
+  struct Release {
+    char* dev;
+    void* host;
+    bool registered = false;
+    ~Release() {
+      if (registered) cudaHostUnregister(host);
+      cudaGetLastError();
+      cudaFree(dev);
+      std::free(host);
+    }
+  } release{dev, host};
+  std::fill(host, host + kHost / 2, uint16_t(0x3f80));  // bf16 1.0: finite products
+  check(cudaMemset(dev, 0, kDev + kDevIo), "cudaMemset");
+  std::vector<float> x(kCols, 0.5f), y(kRows);
+  Uploader up;
+  const cudaStream_t upload_stream = as_stream(up.stream());
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  struct StreamGone {
+    cudaStream_t s;
+    ~StreamGone() { cudaStreamDestroy(s); }
+  } stream_gone{stream};
+  const char* dma_src = reinterpret_cast<const char*>(host) + kCpuBytes;
+
+  // From pageable RAM through the staging (an upload per call of a spine matrix).
+  r.staged_gbs = double(kDmaBytes) / best_gpu_seconds(upload_stream, 2, [&] { up.copy(dev, dma_src, kDmaBytes, false); }) / 1e9;
+  // The GPU's GEMV over the matrices now in VRAM (4 of 32 MiB: beyond L2).
+  auto* dx = reinterpret_cast<float*>(dev + kDev);
+  float* dy = dx + kCols;
+  check(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), "h2d");
+  const int mats = int(kDev / kMatrix);
+  r.gemv_gbs = double(kDev) / best_gpu_seconds(stream, 3, [&] {
+    for (int i = 0; i < mats; i++)
+      matvec_bf16(reinterpret_cast<const uint16_t*>(dev + size_t(i) * kMatrix), kRows, kCols, dx, dy, stream);
+  }) / 1e9;
+  // One call's own cost, as the entry makes a call: the activation in, a
+  // small GEMV, its result out, the host waits (the median of 31).
+  {
+    std::vector<double> t;
+    for (int rep = 0; rep < 32; rep++) {
+      const auto t0 = std::chrono::steady_clock::now();
+      check(cudaMemcpyAsync(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice, stream), "h2d");
+      matvec_bf16(reinterpret_cast<const uint16_t*>(dev), 16, kCols, dx, dy, stream);
+      check(cudaMemcpyAsync(y.data(), dy, 16 * sizeof(float), cudaMemcpyDeviceToHost, stream), "d2h");
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      if (rep > 0) t.push_back(seconds_since(t0));
+    }
+    std::nth_element(t.begin(), t.begin() + long(t.size() / 2), t.end());
+    r.call_s = t[t.size() / 2];
+  }
+  // The CPU's matvec alone: two passes over its 256 MiB (the first warms the pool).
+  const int cpu_mats = int(kCpuBytes / kMatrix);
+  for (int i = 0; i < cpu_mats; i++) cpu_matvec(cpu, host, i, x.data(), y.data());
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 2 * cpu_mats; i++) cpu_matvec(cpu, host, i, x.data(), y.data());
+    r.cpu_gbs = 2.0 * double(kCpuBytes) / seconds_since(t0) / 1e9;
+  }
+  // Pinned: the DMA alone, then the two at once.
+  if (cudaHostRegister(host, kHost, cudaHostRegisterDefault) != cudaSuccess) {
+    cudaGetLastError();  // not pinned here: the split's rates stay unmeasured
+    r.measured = true;
+    return r;
+  }
+  release.registered = true;
+  r.pinned_gbs = double(kDmaBytes) / best_gpu_seconds(upload_stream, 2, [&] { up.copy(dev, dma_src, kDmaBytes, true); }) / 1e9;
+  {
+    // About 40 ms of DMA queued, the CPU's matvec looping until it is done.
+    const int copies = std::max(2, int(0.04 * r.pinned_gbs * 1e9 / double(kDmaBytes)));
+    Events e;
+    check(cudaEventRecord(e.a, upload_stream), "cudaEventRecord");
+    for (int c = 0; c < copies; c++) up.copy(dev, dma_src, kDmaBytes, true);
+    check(cudaEventRecord(e.b, upload_stream), "cudaEventRecord");
+    const auto t0 = std::chrono::steady_clock::now();
+    int done = 0;
+    while (cudaEventQuery(e.b) == cudaErrorNotReady) cpu_matvec(cpu, host, done++, x.data(), y.data());
+    const double cpu_s = seconds_since(t0);
+    check(cudaEventSynchronize(e.b), "cudaEventSynchronize");
+    r.dma_beside_cpu_gbs = double(copies) * double(kDmaBytes) / e.seconds() / 1e9;
+    if (done > 0) r.cpu_beside_dma_gbs = double(done) * double(kMatrix) / cpu_s / 1e9;
+  }
+  r.measured = true;
+  return r;
+}
+
+}  // namespace sluice::cuda
