@@ -15,9 +15,9 @@ double per_byte(double gbps) { return gbps > 0 ? 1.0 / (gbps * 1e9) : 0.0; }
 
 // Split unmeasured (a preset card): the part of its rate alone the CPU's
 // matvec keeps while the pinned DMA runs, and the DMA while the matvec runs
-// (BusRates on the H100 box of docs/benchmarks.md, sitting G: DMA and cores
-// read the same memory channels).
-constexpr double kSplitCpuKeeps = 0.9, kSplitBusKeeps = 0.45;
+// (BusRates on the H100 box of docs/benchmarks.md, sitting G, the medians of
+// 24 probes: DMA and cores read the same memory channels).
+constexpr double kSplitCpuKeeps = 0.97, kSplitBusKeeps = 0.9;
 
 // The bytes of the spine mirrored in VRAM: pieces in use order, each taken
 // when it fits in `room` (the CUDA entry mirrors the same way, on first use).
