@@ -71,7 +71,7 @@ void print_placement(const PlacementRequest& r, const GpuRates& rates, const Pla
 void print_plan_this_gpu(const PlanGpuArgs& a, const PlacementRequest& request, const PlanHostRates& host,
                          const Backend& gpu, const VramNow& now) {
   PlacementRequest r = request;
-  r.vram = a.vram.empty() ? now.total - std::min<uint64_t>(now.total, uint64_t(2) << 30) : parse_byte_size(a.vram, "--vram");
+  r.vram = a.vram.empty() ? default_vram(now) : parse_byte_size(a.vram, "--vram");
   r.overhead = a.context.empty() ? now.used : parse_byte_size(a.context, "--gpu-context", true);
   set_choices(a, host, r);
   const BusRates bus = measure_bus_rates(gpu, r.vram > now.used ? r.vram - now.used : 0);

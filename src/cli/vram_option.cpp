@@ -28,6 +28,8 @@ void add_vram_options(CLI::App& sub, VramArgs& a) {
   sub.add_flag("--cpu-moe", a.cpu_moe, "With the GPU: routed experts are computed by the CPU where they lie");
 }
 
+uint64_t default_vram(const VramNow& now) { return now.total - std::min<uint64_t>(now.total, uint64_t(2) << 30); }
+
 GpuRates gpu_rates_of(const BusRates& b) {
   GpuRates g;
   if (!b.measured) return g;
@@ -61,7 +63,7 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
   o.on_placement = [a, vram, quiet, expert_tier_given, backend](const PlacementRequest& request) {
     const VramNow now = vram_now(*backend);
     PlacementRequest r = request;
-    r.vram = vram ? vram : now.total - std::min<uint64_t>(now.total, uint64_t(2) << 30);  // default: less the reserve
+    r.vram = vram ? vram : default_vram(now);
     r.overhead = now.used;  // the context and modules, and whatever else is on the card now
     r.gpu_layers = a.gpu_layers;
     r.cpu_moe = a.cpu_moe;

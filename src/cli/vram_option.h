@@ -38,6 +38,9 @@ struct VramArgs {
 
 void add_vram_options(CLI::App& sub, VramArgs& a);
 
+// --vram when not given: the card's total less a 2 GiB reserve (the desktop, other users).
+uint64_t default_vram(const VramNow& now);
+
 // The placement's rates (model/placement.h) from those measured on this GPU
 // and host (kernels/device.h); unmeasured: all zeros (the placement's rules).
 GpuRates gpu_rates_of(const BusRates& b);

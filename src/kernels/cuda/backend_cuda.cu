@@ -1065,7 +1065,6 @@ Ceilings measure_ceilings() {
   if (s.limits.budget >= 0 && vram_used(s) + read_bytes + (size_t(64) << 20) > size_t(s.limits.budget)) return c;
   char* buf = nullptr;
   uint32_t* sink = nullptr;
-  cudaEvent_t a = nullptr, b = nullptr;
   check(cudaMalloc(&buf, read_bytes), "cudaMalloc (ceilings)");
   check(cudaMalloc(&sink, sizeof(uint32_t)), "cudaMalloc");
   // The pinned source is the uploader's staging block (24 MiB, held since
@@ -1076,22 +1075,8 @@ Ceilings measure_ceilings() {
   const size_t h2d_bytes = copies * block;
   std::memset(host, 0x5a, block);
   check(cudaMemset(buf, 0x5a, read_bytes), "cudaMemset");
-  check(cudaEventCreate(&a), "cudaEventCreate");
-  check(cudaEventCreate(&b), "cudaEventCreate");
   const int sms = sm_count();
-  auto time_ms = [&](auto&& f) {
-    float best = 1e30f;
-    for (int rep = 0; rep < 4; rep++) {  // the first is a warm-up
-      check(cudaEventRecord(a, s.stream), "cudaEventRecord");
-      f();
-      check(cudaEventRecord(b, s.stream), "cudaEventRecord");
-      check(cudaEventSynchronize(b), "cudaEventSynchronize");
-      float t = 0;
-      check(cudaEventElapsedTime(&t, a, b), "cudaEventElapsedTime");
-      if (rep > 0) best = std::min(best, t);
-    }
-    return double(best);
-  };
+  auto time_ms = [&](auto&& f) { return best_gpu_seconds(s.stream, 3, f) * 1e3; };  // best of 3 after a warm-up
   const double read_ms = time_ms([&] {
     read_all(buf, read_bytes, sink, sms * 8, s.stream);
   });
@@ -1137,8 +1122,6 @@ Ceilings measure_ceilings() {
     });
     c.bf16_gemv_gbs = double(kCopies) * double(w) / (bf_ms * 1e-3) / 1e9;
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   cudaFree(sink);
   cudaFree(buf);
   return c;

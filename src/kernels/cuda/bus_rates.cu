@@ -39,38 +39,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-struct Events {
-  cudaEvent_t a = nullptr, b = nullptr;
-  Events() {
-    check(cudaEventCreate(&a), "cudaEventCreate");
-    check(cudaEventCreate(&b), "cudaEventCreate");
-  }
-  ~Events() {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-  double seconds() const {
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-    return double(ms) * 1e-3;
-  }
-};
-
-// The best of `reps` timings of f on `stream` (events around it), after one warm-up.
-template <class F>
-double best_gpu_seconds(cudaStream_t stream, int reps, F&& f) {
-  Events e;
-  double best = 1e30;
-  for (int rep = 0; rep <= reps; rep++) {
-    check(cudaEventRecord(e.a, stream), "cudaEventRecord");
-    f();
-    check(cudaEventRecord(e.b, stream), "cudaEventRecord");
-    check(cudaEventSynchronize(e.b), "cudaEventSynchronize");
-    if (rep > 0) best = std::min(best, e.seconds());
-  }
-  return best;
-}
-
 // The CPU entry's matvec over matrix i (cycling) of the CPU's part of the buffer.
 void cpu_matvec(const Backend& cpu, const uint16_t* host, int i, const float* x, float* y) {
   const int count = int(kCpuBytes / kMatrix);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -57,6 +58,42 @@ void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cu
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   if (pdl_enabled()) cfg.attrs = attr, cfg.numAttrs = 1;
   check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), what);
+}
+
+// Two timing events, made and destroyed together; seconds from a to b.
+struct Events {
+  cudaEvent_t a = nullptr, b = nullptr;
+  Events() {
+    check(cudaEventCreate(&a), "cudaEventCreate");
+    check(cudaEventCreate(&b), "cudaEventCreate");
+  }
+  ~Events() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  double seconds() const {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    return double(ms) * 1e-3;
+  }
+};
+
+// The best of `reps` timings of f's work on `stream` (events around it),
+// after one warm-up: the ceilings (backend_cuda.cu) and the bus rates.
+template <class F>
+double best_gpu_seconds(cudaStream_t stream, int reps, F&& f) {
+  Events e;
+  double best = 1e30;
+  for (int rep = 0; rep <= reps; rep++) {
+    check(cudaEventRecord(e.a, stream), "cudaEventRecord");
+    f();
+    check(cudaEventRecord(e.b, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(e.b), "cudaEventSynchronize");
+    if (rep > 0) best = std::min(best, e.seconds());
+  }
+  return best;
 }
 
 // bf16 -> f32 is exact: the 16 stored bits are the high half.
