@@ -22,6 +22,7 @@ for ram in 64G 128G 256G; do
     [[ -z $cpu ]] && cpu=$(sed -E 's/.*all on the CPU ([0-9.]+) s\/token.*/\1/' <<<"$line")
     gpu=$(grep '^placement' <<<"$out" | sed -E 's/.*on the GPU: ([^(]*) \(([0-9.]+) GB of spine.*/\1, \2 GB/; s/ of [0-9]+//')
     spill=$(grep -q "uploaded per call" <<<"$out" && echo ", rest uploaded" || echo "")
+    grep -q "(split:" <<<"$out" && spill=", rest split with the CPU"
     row+=" $s s ($gpu$spill) |"
   done
   echo "| $ram | $cpu s |${row#| $ram |}"

@@ -15,10 +15,11 @@
 #    context, scratch and state measured by a first run's placement line);
 #    `bench` decode steps REPS times each, interleaved, in one sitting:
 #    --device cpu; --vram half / quarter as the run places it by the rates it
-#    measures (the default: the CPU computes the rest, or the GPU after an
-#    upload where that is faster), uploading the rest per call (--gpu-spill
-#    upload, the old way) and both at once on shares of the rows (--gpu-spill
-#    split: the bus adds to the CPU's memory bandwidth); each with the driver's
+#    measures (the default: the fastest projection of the CPU computing the
+#    rest, uploading it per call, and both at once on shares of its rows, the
+#    bus adding to the CPU's memory bandwidth), the CPU computing the rest
+#    (--gpu-spill cpu) and uploading it per call (--gpu-spill upload, the old
+#    way); each with the driver's
 #    peak VRAM in use on the card (NVML, sampled every 20 ms) and the peak RSS;
 #    `sluice plan`'s projection for each beside it, this machine's card
 #    measured by plan as the runs measure it.
@@ -78,8 +79,9 @@ EOF
 )
 echo "half $VH quarter $VQ context $CTX"
 exact "slice half" "$slice" "$stoks" prefill --ram-budget "$RAM" --vram "$VH"
-exact "slice quarter" "$slice" "$stoks" prefill --ram-budget "$RAM" --vram "$VQ"
-exact "slice quarter split" "$slice" "$stoks" step --ram-budget "$RAM" --vram "$VQ" --gpu-spill split
+exact "slice quarter" "$slice" "$stoks" step --ram-budget "$RAM" --vram "$VQ"
+exact "slice quarter cpu" "$slice" "$stoks" prefill --ram-budget "$RAM" --vram "$VQ" --gpu-spill cpu
+exact "slice quarter split" "$slice" "$stoks" prefill --ram-budget "$RAM" --vram "$VQ" --gpu-spill split
 
 # bench NAME ARGS...: one run, its peak VRAM (NVML, the card's used memory) and peak RSS beside its JSON.
 bench() {
@@ -117,17 +119,17 @@ for rep in $(seq 1 "$REPS"); do
   bench cpu.$rep --device cpu
   bench half.$rep --device cuda --vram "$VH"
   bench half_upload.$rep --device cuda --vram "$VH" --gpu-spill upload
+  bench half_cpu.$rep --device cuda --vram "$VH" --gpu-spill cpu
   bench quarter.$rep --device cuda --vram "$VQ"
   bench quarter_upload.$rep --device cuda --vram "$VQ" --gpu-spill upload
-  bench half_split.$rep --device cuda --vram "$VH" --gpu-spill split
-  bench quarter_split.$rep --device cuda --vram "$VQ" --gpu-spill split
+  bench quarter_cpu.$rep --device cuda --vram "$VQ" --gpu-spill cpu
 done
 disk=$(python3 -c "import json;print(max(json.loads(open('$OUT/bench.jsonl').readline())['ceiling_gbps'],0.5))")
 proj() {  # VRAM [SPILL]: plan's lines, with this machine's card measured as a run measures it (no --gpu)
   "$S" plan -m "$slice" --ram "$RAM" --disk-gbps "$disk" --vram "$1" ${2:+--gpu-spill "$2"} \
     --gpu-context "$CTX" --kernel-probe --probe-seconds 3 2>/dev/null | grep -E "^(gpu|placement|with GPU)"
 }
-{ proj "$VH"; proj "$VH" upload; proj "$VQ"; proj "$VQ" upload; proj "$VH" split; proj "$VQ" split; } | tee "$OUT/plan.txt"
+{ proj "$VH"; proj "$VH" upload; proj "$VQ"; proj "$VQ" upload; proj "$VH" cpu; proj "$VQ" cpu; } | tee "$OUT/plan.txt"
 python3 - "$OUT" "$VH" "$VQ" "$RAM" <<'EOF'
 import json, glob, re, sys, statistics as st
 out, vh, vq, ram = sys.argv[1:]
@@ -135,7 +137,7 @@ plan = open(f"{out}/plan.txt").read().splitlines()
 proj = [float(re.search(r"([0-9.]+) s/token", l).group(1)) for l in plan if l.startswith("with GPU")]
 allcpu = float(re.search(r"all on the CPU ([0-9.]+)", [l for l in plan if l.startswith("with GPU")][0]).group(1))
 want = {"cpu": allcpu, "half": proj[0], "half_upload": proj[1], "quarter": proj[2], "quarter_upload": proj[3],
-        "half_split": proj[4], "quarter_split": proj[5]}
+        "half_cpu": proj[4], "quarter_cpu": proj[5]}
 print(f"{'run':16} {'--vram':>8} {'step ms (3 runs)':>24} {'plan ms':>8} {'VRAM peak GB (process)':>13} {'RSS peak GB':>12} (spilled, split) calls, share")
 med = {}
 for name in want:
@@ -150,10 +152,17 @@ for name in want:
     v = vh if name.startswith("half") else vq if name.startswith("quarter") else "-"
     print(f"{name:16} {v:>8} {' / '.join(f'{s:.0f}' for s in steps):>24} {want[name]*1e3:8.0f} {vram:13.2f} {rss:12.2f} {spill}")
 for f in ("half", "quarter"):
-    for run in (f, f + "_split"):
+    for run in (f, f + "_cpu"):
         if run in med:
             print(f"{run}: {med[f + '_upload'] / med[run]:.2f}x faster than uploading per call, "
                   f"{med['cpu'] / med[run]:.2f}x faster than --device cpu (medians)")
+print("where the GPU calls' time went, ms a step (medians of the runs' step medians):")
+for name in want:
+    js = [j for j in map(json.loads, open(f"{out}/bench.jsonl")) if j["run"].rsplit(".", 1)[0] == name and "gpu" in j]
+    if not js: continue
+    kinds = {k for j in js for k in j["gpu"].get("gpu_call_s_by_kind_median", {})}
+    med_k = {k: st.median(j["gpu"].get("gpu_call_s_by_kind_median", {}).get(k, 0) for j in js) for k in sorted(kinds)}
+    print(f"  {name:16} " + " ".join(f"{k} {v * 1e3:.1f}" for k, v in med_k.items() if v > 0))
 print(f"RAM budget {ram}")
 EOF
 rm -rf "$SCRATCH"

@@ -74,7 +74,7 @@ void print_plan_this_gpu(const PlanGpuArgs& a, const PlacementRequest& request, 
   r.vram = a.vram.empty() ? default_vram(now) : parse_byte_size(a.vram, "--vram");
   r.overhead = a.context.empty() ? now.used : parse_byte_size(a.context, "--gpu-context", true);
   set_choices(a, host, r);
-  const BusRates bus = measure_bus_rates(gpu, r.vram > now.used ? r.vram - now.used : 0);
+  const BusRates bus = measure_bus_rates(gpu, r.vram > now.used ? r.vram - now.used : 0, UINT64_MAX);
   GpuRates rates = gpu_rates_of(bus);
   if (a.pcie_gbps > 0) rates.pcie_gbps = a.pcie_gbps;
   rates.cpu_gbps = host.cpu_bf16_gbps, rates.cpu_mxfp4_gbps = host.cpu_mxfp4_gbps, rates.disk_gbps = host.disk_gbps;

@@ -59,7 +59,6 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
     return;
   }
   const Backend* backend = o.backend;
-  o.pin_spine = a.gpu_spill == "split";  // the GPU's rows are read from the resident spine by DMA
   o.on_placement = [a, vram, quiet, expert_tier_given, backend](const PlacementRequest& request) {
     const VramNow now = vram_now(*backend);
     PlacementRequest r = request;
@@ -69,13 +68,14 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
     r.cpu_moe = a.cpu_moe;
     r.upload_spill = a.gpu_spill == "upload";
     r.split_spill = a.gpu_spill == "split";
-    r.spill_by_rates = a.gpu_spill.empty();  // upload per call only where the bus and GPU beat the CPU
+    r.spill_by_rates = a.gpu_spill.empty();  // the fastest of cpu, upload and split by the rates
     // Measured now, so that the run decides as `sluice plan` does (else its
     // rules: experts the tier misses on the GPU unless --cpu-moe, the CPU
     // computes what the GPU does not hold).
     BusRates bus;
-    if (r.host_room >= kBusRatesHostBytes + (uint64_t(64) << 20)) try {
-      bus = measure_bus_rates(*backend, r.vram > now.used ? r.vram - now.used : 0);
+    const uint64_t margin = uint64_t(64) << 20;  // the process's own growth meanwhile
+    if (r.host_room >= kBusRatesMinHostBytes + margin) try {
+      bus = measure_bus_rates(*backend, r.vram > now.used ? r.vram - now.used : 0, r.host_room - margin);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "sluice: note: the GPU's rates were not measured (%s): the placement follows its rules\n", e.what());
     }
@@ -101,6 +101,7 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
         std::fprintf(stderr, "sluice: placement rates: %s; the spine's part of a step projected %.4f s\n",
                      describe_bus_rates(bus).c_str(), p.spine_gpu_s + p.spine_cpu_s + p.spine_stream_s + p.crossing_s);
     }
+    return p.split_spill;  // the GPU's rows are read from the resident spine by DMA: pin it
   };
 }
 

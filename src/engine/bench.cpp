@@ -54,6 +54,7 @@ struct StepRecord {
   uint64_t h2d = 0, hbm = 0, tier_hits = 0, tier_misses = 0;
   uint64_t gpu_calls = 0;   // GPU product calls in the step
   double gpu_call_s = 0;    // host time inside them (the rest: the CPU's ops and the engine)
+  GpuCallTimes gpu_times;   // the same by kind of call, and their waits
   uint64_t bytes() const { return spine + expert; }
 };
 
@@ -229,6 +230,7 @@ StepRecord decode_step(Model& m, const ModelIo& mio, Session& s, int* next) {
   st.h2d = db.uploaded_bytes - da.uploaded_bytes, st.hbm = db.weight_bytes - da.weight_bytes;
   st.tier_hits = db.tier_hits - da.tier_hits, st.tier_misses = db.tier_misses - da.tier_misses;
   st.gpu_calls = db.gpu_calls - da.gpu_calls, st.gpu_call_s = db.call_seconds - da.call_seconds;
+  st.gpu_times = db.call_times.minus(da.call_times);
   const ExpertStats b = mio.experts->stats();
   const SpanStreamStats sb = mio.spine->stream_stats();
   st.spine = mio.spine->streamed_bytes_per_pass(true);
@@ -542,6 +544,7 @@ void add_gpu_json(nlohmann::json& j, const Model& m, const std::vector<StepRecor
   std::vector<double> floors, over;
   std::vector<std::string> tiers;
   std::vector<double> call_s;
+  std::vector<GpuCallTimes> times;
   double h2d = 0, hbm = 0, hits = 0, misses = 0, calls = 0;
   for (size_t i = 1; i < steps.size(); i++) {
     const StepRecord& st = steps[i];
@@ -555,7 +558,14 @@ void add_gpu_json(nlohmann::json& j, const Model& m, const std::vector<StepRecor
     h2d += double(st.h2d), hbm += double(st.hbm), hits += double(st.tier_hits), misses += double(st.tier_misses);
     calls += double(st.gpu_calls);
     call_s.push_back(st.gpu_call_s);
+    times.push_back(st.gpu_times);
   }
+  // Each kind's median over the steady steps (where a step's GPU time goes).
+  const auto by_kind = [&](double GpuCallTimes::*kind) {
+    std::vector<double> v;
+    for (const GpuCallTimes& t : times) v.push_back(t.*kind);
+    return median(v);
+  };
   const auto of_hbm = [&](double gbs) { return d.hbm_read_gbs > 0 ? gbs / d.hbm_read_gbs : 0.0; };
   j["gpu"] = {{"hbm_read_gbs", d.hbm_read_gbs},
               {"pinned_h2d_gbs", d.h2d_pinned_gbs},
@@ -594,6 +604,16 @@ void add_gpu_json(nlohmann::json& j, const Model& m, const std::vector<StepRecor
               {"gpu_calls_per_token", n > 0 ? calls / n : 0.0},
               {"gpu_call_s_per_step", call_s},
               {"gpu_call_s_median", median(call_s)},
+              {"gpu_call_s_by_kind_median",
+               {{"bf16", by_kind(&GpuCallTimes::bf16)},
+                {"mxfp4", by_kind(&GpuCallTimes::mxfp4)},
+                {"kda", by_kind(&GpuCallTimes::kda)},
+                {"mla", by_kind(&GpuCallTimes::mla)},
+                {"dsa", by_kind(&GpuCallTimes::dsa)},
+                {"split", by_kind(&GpuCallTimes::split)},
+                {"sync_wait", by_kind(&GpuCallTimes::sync)},
+                {"split_cpu_rows", by_kind(&GpuCallTimes::split_cpu)},
+                {"split_gpu_events", by_kind(&GpuCallTimes::split_gpu)}}},
               {"floor_s_per_step", floors},
               {"floor_tier_per_step", tiers},
               {"step_over_floor_per_step", over},

@@ -203,7 +203,7 @@ std::unique_ptr<K3Model> open_k3_model(const std::string& dir, const ModelOption
   m->spine = std::make_unique<Spine>(m->ck, opt.spine_chunk_bytes, std::move(pack), m->backend);
   m->plan = plan_memory(m->ck, *m->spine, opt);
   if (opt.on_plan) opt.on_plan(m->plan);
-  if (opt.on_placement) opt.on_placement(placement_request(m->ck, *m->spine, m->plan));
+  const bool pin_spine = opt.on_placement && opt.on_placement(placement_request(m->ck, *m->spine, m->plan));
   m->queue_depth = opt.queue_depth > 0 ? opt.queue_depth : default_queue_depth(dir);
   m->reader_depth = reader_queue_depth(m->queue_depth, !m->plan.spine_resident);
   // One queue per drive of a stripe, at that drive's own depth, in the
@@ -237,7 +237,7 @@ std::unique_ptr<K3Model> open_k3_model(const std::string& dir, const ModelOption
   }
   // After the expert source: its helper faults the cache's memory in while the spine loads.
   m->spine->start(m->plan.resident_pieces, m->plan.ring, io, opt.load_progress);
-  if (opt.pin_spine) m->spine->pin_resident();
+  if (pin_spine) m->spine->pin_resident();
   m->spine->set_between_matrices([e = m->experts.get()] { e->pump(); });
   return m;
 }

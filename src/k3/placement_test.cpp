@@ -180,7 +180,7 @@ TEST(Placement, ProjectionAddsThePartsAtTheirRates) {
   const Placement p = plan_placement(r, g);
   EXPECT_NEAR(p.spine_gpu_s, 3.0 / 1000, 1e-9);
   EXPECT_NEAR(p.spine_cpu_s, 5.5 / 50, 1e-9);
-  EXPECT_NEAR(p.step_s, p.spine_gpu_s + p.spine_cpu_s + p.spine_stream_s + p.expert_s + p.crossing_s, 1e-12);
+  EXPECT_NEAR(p.step_s, p.spine_gpu_s + p.spine_cpu_s + p.spine_stream_s + p.expert_s + p.crossing_s + p.state_s, 1e-12);
   // The comparisons: every piece on the CPU; the pieces off the GPU over the bus.
   EXPECT_NEAR(p.all_cpu_s, 8.5 / 50 + 32 * 0.01 / 10, 1e-9);
   EXPECT_GT(p.upload_per_call_s, p.step_s);  // 25 GB/s bus against a 50 GB/s CPU
@@ -188,6 +188,14 @@ TEST(Placement, ProjectionAddsThePartsAtTheirRates) {
   // More VRAM is never slower.
   r.vram = 9 * GB;
   EXPECT_LE(plan_placement(r, g).step_s, p.step_s);
+  // KDA states handed back each token: down the bus, then copied by the CPU.
+  r.vram = 5 * GB;
+  r.state_sync = GB / 10;
+  const Placement kda = plan_placement(r, g);
+  EXPECT_NEAR(kda.state_s, 0.1 / 25 + 0.1 / 50, 1e-9);
+  EXPECT_NEAR(kda.step_s, p.step_s + kda.state_s, 1e-12);
+  EXPECT_NEAR(kda.upload_per_call_s, p.upload_per_call_s + kda.state_s, 1e-12);
+  EXPECT_NE(describe_projection(kda).find("KDA states back 0.0060 s"), std::string::npos) << describe_projection(kda);
 }
 
 TEST(Placement, UploadSpillIsTheOldWay) {
@@ -228,7 +236,7 @@ TEST(Placement, SplitSpillAddsTheBusToTheCpu) {
   EXPECT_LT(p.step_s, cpu_only.step_s);
   EXPECT_NEAR(cpu_only.spine_cpu_s - p.spine_cpu_s, 5.5 / 50 - 5.5 / (50 + bus), 1e-9);
   const std::string s = describe_placement(p, 4);
-  EXPECT_NE(s.find("--gpu-spill split: 33 % of their rows by the GPU"), std::string::npos) << s;
+  EXPECT_NE(s.find("(split: 33 % of their rows by the GPU"), std::string::npos) << s;
   // Unknown rates: a share measured at run time, said so.
   const Placement unknown = plan_placement((r.split_spill = true, r), GpuRates{});
   EXPECT_EQ(unknown.gpu_share, 0.0);
@@ -278,16 +286,43 @@ TEST(Placement, PiecesTooBigForTheArenaStayOnTheCpu) {
 
 TEST(Placement, SpillFollowsTheRatesUnlessForced) {
   PlacementRequest r = four_layers();
-  r.vram = 4 * GB;
-  r.spill_by_rates = true;
+  with_arena(r);            // room to upload a piece (else uploading projects as the CPU)
+  r.spill_by_rates = true;  // resident_spine 0: split is no candidate (nothing may be pinned)
   GpuRates g = rates();  // a 50 GB/s CPU against a 25 GB/s bus: the CPU
   EXPECT_FALSE(plan_placement(r, g).upload_spill);
   g.cpu_gbps = 10;  // a slow CPU: the bus
   const Placement p = plan_placement(r, g);
   EXPECT_TRUE(p.upload_spill);
+  EXPECT_FALSE(p.split_spill);
   EXPECT_NEAR(p.step_s, p.upload_per_call_s, 1e-9);
   r.spill_by_rates = false;
   EXPECT_FALSE(plan_placement(r, g).upload_spill);
+}
+
+// Neither forced, split is taken where it projects a step at least a tenth
+// faster than the better of the other two and RAM holds the page lists of
+// the spine it pins; forced spills stay as given.
+TEST(Placement, SplitIsChosenByTheRatesWhereThePinFits) {
+  PlacementRequest r = four_layers();
+  with_arena(r);
+  r.spill_by_rates = true;
+  r.resident_spine = 8500 * (GB / 1000);
+  const GpuRates g = rates();  // CPU 50, bus 25: split adds a third to the CPU
+  const Placement p = plan_placement(r, g);
+  EXPECT_TRUE(p.split_spill);
+  EXPECT_FALSE(p.upload_spill);
+  r.split_spill = true, r.spill_by_rates = false;
+  EXPECT_NEAR(p.step_s, plan_placement(r, g).step_s, 1e-12);  // the same as asked for
+  r.split_spill = false, r.spill_by_rates = true;
+  r.host_room = split_pin_overhead(r.resident_spine) - 1;  // no room for the page lists: the CPU
+  EXPECT_FALSE(plan_placement(r, g).split_spill);
+  r.host_room = UINT64_MAX;
+  GpuRates slow_bus = g;
+  slow_bus.pcie_gbps = 2;  // split gains under a tenth: not worth the pin
+  EXPECT_FALSE(plan_placement(r, slow_bus).split_spill);
+  r.spill_by_rates = false;  // --gpu-spill cpu
+  EXPECT_FALSE(plan_placement(r, g).split_spill);
+  EXPECT_GT(split_pin_overhead(r.resident_spine), 0u);
 }
 
 TEST(Placement, DescriptionNamesBothSides) {

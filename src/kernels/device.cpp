@@ -1,8 +1,10 @@
 #include "kernels/device.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/rate_probe.h"
 #ifdef SLUICE_HAVE_CUDA
 #include "kernels/cuda/backend_cuda.h"
 #endif
@@ -69,6 +71,7 @@ DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] b
   r.tier_hits = s.tier_hits, r.tier_misses = s.tier_misses, r.tier_evictions = s.tier_evictions;
   r.tier_bytes = s.tier_bytes, r.pinned_host_bytes = s.pinned_host_bytes;
   r.call_seconds = s.call_seconds;
+  r.call_times = s.call_times;
   r.kda_calls = s.kda_calls, r.kda_state_hits = s.kda_state_hits;
   r.kda_state_uploaded_bytes = s.kda_state_uploaded_bytes, r.mla_calls = s.mla_calls;
   r.dsa_calls = s.dsa_calls;
@@ -82,9 +85,13 @@ DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] b
   return r;
 }
 
-BusRates measure_bus_rates([[maybe_unused]] const Backend& b, [[maybe_unused]] uint64_t vram_room) {
+BusRates measure_bus_rates([[maybe_unused]] const Backend& b, [[maybe_unused]] uint64_t vram_room,
+                           [[maybe_unused]] uint64_t host_room) {
 #ifdef SLUICE_HAVE_CUDA
-  if (std::strcmp(b.name, "cuda") == 0) return cuda::measure_bus_rates(cpu_backend(), vram_room);
+  constexpr uint64_t kDma = uint64_t(128) << 20;  // the probe's DMA source, beside the CPU's matrices
+  if (host_room < kBusRatesMinHostBytes) return {};
+  const uint64_t cpu_bytes = std::min<uint64_t>(kernels::bytes_beyond_cache(), host_room - kDma);
+  if (std::strcmp(b.name, "cuda") == 0) return cuda::measure_bus_rates(cpu_backend(), vram_room, cpu_bytes);
 #endif
   return {};
 }

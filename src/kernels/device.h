@@ -24,6 +24,20 @@ const Backend& device_backend(const std::string& device);
 // One line: the entry's name and, for CUDA, the GPU and which ops run where.
 std::string describe_backend(const Backend& b);
 
+// Host seconds inside the GPU entry's calls, by kind (cumulative; their sum
+// is DeviceReport::call_seconds), with the parts that say where a call's time
+// goes: its final wait for the stream, and for --gpu-spill split the CPU's
+// rows (host clock) and the GPU's part (its events: the DMA and the GEMVs).
+struct GpuCallTimes {
+  double bf16 = 0, mxfp4 = 0, kda = 0, mla = 0, dsa = 0, split = 0;  // calls of each kind, whole
+  double sync = 0;                    // of all of them: waiting in the final stream sync
+  double split_cpu = 0, split_gpu = 0;  // of the split calls: the CPU's rows; the GPU's part (events)
+  GpuCallTimes minus(const GpuCallTimes& o) const {
+    return {bf16 - o.bf16, mxfp4 - o.mxfp4, kda - o.kda,     mla - o.mla,
+            dsa - o.dsa,   split - o.split, sync - o.sync, split_cpu - o.split_cpu, split_gpu - o.split_gpu};
+  }
+};
+
 // What the entry did (for --stats and bench): zeros for the CPU entries.
 // measure_ceilings: also time the GPU's HBM read and pinned host → device
 // ceilings now, and the engine's MXFP4 and bf16 GEMVs at K3 shapes against
@@ -40,6 +54,7 @@ struct DeviceReport {
   uint64_t kda_calls = 0, kda_state_hits = 0, kda_state_uploaded_bytes = 0, mla_calls = 0, mla_cache_hits = 0,
            mla_cache_uploaded_bytes = 0, state_bytes = 0, dsa_calls = 0;
   double call_seconds = 0;  // cumulative host time inside the GPU's product calls
+  GpuCallTimes call_times;  // the same by kind, and their parts
   uint64_t vram_total = 0, vram_used = 0, vram_peak = 0;  // on the card: total, in use now, at most (total - free)
   uint64_t cpu_spill_calls = 0, cpu_spill_bytes = 0;     // products the CPU ran on weights the GPU does not hold
   uint64_t split_calls = 0;  // products split between the GPU and the CPU (--gpu-spill split; their CPU bytes in cpu_spill_bytes)
@@ -50,7 +65,7 @@ DeviceReport device_report(const Backend& b, bool measure_ceilings);
 // What the GPU placement (model/placement.h) plans with, measured now on
 // this GPU and host (the CUDA entry; zeros and measured = false elsewhere, or
 // when `vram_room`, the VRAM the probe may take, is under its 160 MiB): about
-// 0.2 s, with a 384 MiB host buffer and 160 MiB of VRAM, both freed after.
+// 0.2-0.5 s, with a host buffer of 384 MiB to 1.1 GiB and 160 MiB of VRAM, both freed after.
 // The pinned DMA and the CPU's matvec are also timed at once (what
 // --gpu-spill split runs): they share the host's memory, so each keeps only a
 // part of its rate alone.
@@ -64,8 +79,12 @@ struct BusRates {
   double dma_beside_cpu_gbs = 0;  // the pinned DMA while the CPU's matvec runs
   double call_s = 0;              // one GPU product call's own cost: an activation in, a launch, the result out, a sync
 };
-constexpr uint64_t kBusRatesHostBytes = uint64_t(384) << 20;
-BusRates measure_bus_rates(const Backend& b, uint64_t vram_room);
+// host_room: the host memory it may take; the CPU's matrices are a working
+// set beyond the last-level caches (kernels/rate_probe.h bytes_beyond_cache:
+// 256 MiB to 1 GiB) where host_room holds it and the DMA's 128 MiB, else what
+// it holds; under kBusRatesMinHostBytes, nothing is measured.
+constexpr uint64_t kBusRatesMinHostBytes = uint64_t(384) << 20;
+BusRates measure_bus_rates(const Backend& b, uint64_t vram_room, uint64_t host_room);
 
 // The CUDA entry's VRAM expert tier budget (`--vram-experts`): -1 the
 // default (free VRAM less a reserve), 0 off, else bytes. No effect on the CPU

@@ -105,16 +105,19 @@ TEST(DeviceBackend, CudaMirrorsStableWeights) {
 
 // The rates a run's placement decides with: every one measured and positive,
 // the pinned DMA at least as fast as the staged one, each side slower (or no
-// faster) beside the other; no room on the card for the probe: none measured;
-// the CPU entries measure nothing. What the card held before, it holds after.
+// faster) beside the other; no room on the card or in RAM for the probe:
+// none measured; the CPU entries measure nothing. What the card held before,
+// it holds after.
 TEST(DeviceBackend, CudaBusRatesAreMeasuredWithinTheRoomGiven) {
-  EXPECT_FALSE(measure_bus_rates(cpu_backend(), uint64_t(1) << 40).measured);
+  const uint64_t ram = kBusRatesMinHostBytes;
+  EXPECT_FALSE(measure_bus_rates(cpu_backend(), uint64_t(1) << 40, ram).measured);
   std::string why;
   const Backend* be = cuda_or_null(&why);
   if (!be) GTEST_SKIP() << why;
-  EXPECT_FALSE(measure_bus_rates(*be, uint64_t(64) << 20).measured);
+  EXPECT_FALSE(measure_bus_rates(*be, uint64_t(64) << 20, ram).measured);
+  EXPECT_FALSE(measure_bus_rates(*be, uint64_t(1) << 30, ram - 1).measured);
   const uint64_t before = vram_now(*be).used;
-  const BusRates r = measure_bus_rates(*be, uint64_t(1) << 30);
+  const BusRates r = measure_bus_rates(*be, uint64_t(1) << 30, ram);
   ASSERT_TRUE(r.measured);
   EXPECT_GT(r.gemv_gbs, 0);
   EXPECT_GT(r.staged_gbs, 0);

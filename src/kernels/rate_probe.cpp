@@ -49,15 +49,9 @@ double rate(double bytes_per_call, int copies, double seconds, bool cpu, const F
   return bytes_per_call * calls / (t - t0);
 }
 
-// How many copies of a `bytes` matrix make a working set of at least four
-// last-level caches (256 MiB at least, 1 GiB at most). A step reads gigabytes
-// of distinct weights from RAM; one 64 MiB matrix read over and over partly
-// stays in a 32 MiB L3 (its replacement is not LRU) and measured up to twice
-// the rate a step's matvecs get, by how much of it the neighbours left cached.
+// How many copies of a `bytes` matrix make a working set of bytes_beyond_cache().
 int copies_beyond_cache(size_t bytes) {
-  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  const double want = std::min(double(1u << 30), std::max(double(256u << 20), 4.0 * double(std::max(l3, 0L))));
-  return std::max(1, int(std::ceil(want / double(bytes))));
+  return std::max(1, int(std::ceil(double(bytes_beyond_cache()) / double(bytes))));
 }
 
 // Trained-like bf16 weights: Gaussian, sigma 0.02 (what the codec's ratio and speed are quoted on).
@@ -75,6 +69,12 @@ std::vector<uint16_t> gaussian_bf16(size_t n) {
 }
 
 }  // namespace
+
+size_t bytes_beyond_cache() {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const double want = std::min(double(1u << 30), std::max(double(256u << 20), 4.0 * double(std::max(l3, 0L))));
+  return size_t(want);
+}
 
 double measure_copy_gbps(double seconds) {
   constexpr size_t kBlock = size_t(8) << 20;

@@ -8,6 +8,7 @@
 // together exceed four last-level caches (the weights come from RAM, as in a
 // step: one matrix reused would partly stay in the cache).
 #pragma once
+#include <cstddef>
 #include <string>
 
 namespace sluice::kernels {
@@ -30,6 +31,14 @@ struct KernelRates {
 // processes on a shared machine do not slow them; with more, bytes per second
 // of wall time (what the pool achieves on this machine as it is now).
 KernelRates measure_kernel_rates(int threads, double seconds, int rounds = 8);
+
+// A working set of four last-level caches (256 MiB at least, 1 GiB at most):
+// weights cycled through it are read from RAM, as a step reads them. A step
+// reads gigabytes of distinct weights; one 64 MiB matrix read over and over
+// partly stays in a 32 MiB L3 (its replacement is not LRU) and measured up to
+// twice the rate a step's matvecs get, by how much the neighbours left cached
+// (so did the GPU probe's 256 MiB on the H100 box: 92-134 GB/s in one sitting).
+size_t bytes_beyond_cache();
 
 // One thread copying 8 MiB blocks from RAM (a working set beyond the caches)
 // into one small destination, bytes per second of wall time for about

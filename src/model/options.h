@@ -66,11 +66,10 @@ struct ModelOptions {
   // it is made, then the resident spine's bytes read so far (done, total).
   std::function<void(const MemoryPlan&)> on_plan;
   // Called after on_plan with what the VRAM placement needs (model/placement.h,
-  // cli/vram_option.h).
-  std::function<void(const PlacementRequest&)> on_placement;
-  // Announce the RAM-resident spine to the backend as host memory it may read
-  // weights from (the CUDA entry pins it: --gpu-spill split).
-  bool pin_spine = false;
+  // cli/vram_option.h); true: announce the RAM-resident spine to the backend
+  // as host memory it may read weights from (the CUDA entry pins it: the
+  // placement chose --gpu-spill split).
+  std::function<bool(const PlacementRequest&)> on_placement;
   std::function<void(uint64_t done, uint64_t total)> load_progress;
   // Open a model whose config keys or tensors the engine does not implement
   // (checkpoint/checkpoint.h): each is passed to on_warning instead of refused.

@@ -19,6 +19,13 @@ double per_byte(double gbps) { return gbps > 0 ? 1.0 / (gbps * 1e9) : 0.0; }
 // 24 probes: DMA and cores read the same memory channels).
 constexpr double kSplitCpuKeeps = 0.97, kSplitBusKeeps = 0.9;
 
+// Split chosen by the rates: a step at least this much faster than the
+// better of the CPU and uploading per call.
+constexpr double kSplitMustGain = 0.1;
+// Pinned host memory costs the driver a page list: a generous 16 bytes a
+// 4 KiB page (what split's pinned spine adds to the process under --ram-budget).
+constexpr uint64_t kPinnedBytesPerListByte = 256;
+
 // The bytes of the spine mirrored in VRAM: pieces in use order, each taken
 // when it fits in `room` (the CUDA entry mirrors the same way, on first use).
 void place_spine(const PlacementRequest& r, uint64_t room, Placement& p) {
@@ -108,10 +115,12 @@ void project(const PlacementRequest& r, const GpuRates& g, Placement& p) {
   p.spine_cpu_s = spine_off(PieceWhere::cpu, p.upload_spill);
   p.spine_stream_s = spine_off(PieceWhere::stream, p.upload_spill);
   p.crossing_s = crossings(p.upload_spill);
-  p.step_s = p.spine_gpu_s + p.spine_cpu_s + p.spine_stream_s + p.expert_s + p.crossing_s;
+  // Bus down at the pinned rate, then the pool's copy at about the CPU's read rate.
+  p.state_s = double(r.state_sync) * (pcie + cpu);
+  p.step_s = p.spine_gpu_s + p.spine_cpu_s + p.spine_stream_s + p.expert_s + p.crossing_s + p.state_s;
   // The comparison: the same VRAM, every piece off the GPU uploaded per call.
   p.upload_per_call_s = p.spine_gpu_s + spine_off(PieceWhere::cpu, true) + spine_off(PieceWhere::stream, true) +
-                        p.expert_s + crossings(true);
+                        p.expert_s + crossings(true) + p.state_s;
   const double expert_disk = r.touched * (1 - r.ram_hit) * e * disk;
   p.all_cpu_s = double(p.spine_gpu + p.spine_cpu) * cpu + double(p.spine_stream) * std::max(disk, cpu) +
                 r.touched * e * cpu_mx + expert_disk;
@@ -164,13 +173,11 @@ Placement place(const PlacementRequest& r, const GpuRates& rates, uint64_t room,
   return p;
 }
 
-}  // namespace
-
-Placement plan_placement(const PlacementRequest& r, const GpuRates& rates) {
+// The placement with the spill given (what the GPU does not hold: the CPU,
+// uploads per call, or both at once).
+Placement plan_spilling(const PlacementRequest& r, const GpuRates& rates, bool upload_spill, bool split_spill) {
   Placement p;
-  p.vram = r.vram, p.overhead = r.overhead, p.upload_spill = r.upload_spill, p.split_spill = r.split_spill;
-  if (r.spill_by_rates && rates.cpu_gbps > 0 && rates.pcie_gbps > 0)
-    p.upload_spill = staged_per_byte(rates) + per_byte(rates.gpu_gemv_gbps) < per_byte(rates.cpu_gbps);
+  p.vram = r.vram, p.overhead = r.overhead, p.upload_spill = upload_spill, p.split_spill = split_spill;
   p.scratch = r.scratch + kScratchBase;
   p.state = std::min(r.state, kStateCap);
   uint64_t room = 0;
@@ -191,6 +198,28 @@ Placement plan_placement(const PlacementRequest& r, const GpuRates& rates) {
   return spine_first;
 }
 
+}  // namespace
+
+uint64_t split_pin_overhead(uint64_t resident_spine) { return resident_spine / kPinnedBytesPerListByte; }
+
+Placement plan_placement(const PlacementRequest& r, const GpuRates& rates) {
+  if (!r.spill_by_rates || rates.cpu_gbps <= 0 || rates.pcie_gbps <= 0)
+    return plan_spilling(r, rates, r.upload_spill, r.split_spill);
+  // Neither forced: the fastest projection of the three. Split pins the
+  // RAM-resident spine (the GPU's rows go up by DMA from it), so it is a
+  // candidate only where RAM under --ram-budget holds the driver's page
+  // lists for it, and taken only when it gains kSplitMustGain: pinning takes
+  // time as the model opens and the share is measured on the first calls.
+  Placement best = plan_spilling(r, rates, false, false);
+  const Placement upload = plan_spilling(r, rates, true, false);
+  if (upload.step_s < best.step_s) best = upload;
+  if (r.resident_spine > 0 && split_pin_overhead(r.resident_spine) <= r.host_room) {
+    Placement split = plan_spilling(r, rates, false, true);
+    if (split.step_s < best.step_s * (1 - kSplitMustGain)) best = split;
+  }
+  return best;
+}
+
 std::string describe_placement(const Placement& p, int layers) {
   std::string gpu = p.gpu_layers > 0 ? layer_range(0, p.gpu_layers) + " of " + std::to_string(layers) : "no whole layer";
   if (p.head_gpu) gpu += " and the head";
@@ -204,14 +233,14 @@ std::string describe_placement(const Placement& p, int layers) {
     cpu = (p.gpu_layers < layers ? layer_range(p.gpu_layers, layers) : std::string("the rest")) +
           (p.head_gpu ? "" : " and the head") + ": " + gb(p.spine_cpu) + " from RAM" +
           (p.spine_stream ? ", " + gb(p.spine_stream) + " streamed from disk" : "");
-  if (p.upload_spill) cpu += " (--gpu-spill upload: uploaded per call, computed on the GPU)";
+  if (p.upload_spill) cpu += " (upload: uploaded per call, computed on the GPU)";
   if (p.split_spill && p.spine_cpu > 0) {
     char share[96];
     if (p.gpu_share > 0)
-      std::snprintf(share, sizeof share, " (--gpu-spill split: %.0f %% of their rows by the GPU over the bus)",
+      std::snprintf(share, sizeof share, " (split: %.0f %% of their rows by the GPU over the bus, the spine pinned)",
                     100 * p.gpu_share);
     else
-      std::snprintf(share, sizeof share, " (--gpu-spill split: a share of their rows by the GPU over the bus)");
+      std::snprintf(share, sizeof share, " (split: a share of their rows by the GPU over the bus, the spine pinned)");
     cpu += share;
   }
   const std::string experts = std::string("VRAM tier, RAM cache, disk; misses computed ") +
@@ -223,10 +252,10 @@ std::string describe_projection(const Placement& p) {
   char s[400];
   std::snprintf(s, sizeof s,
                 "%.4f s/token: GPU spine %.4f s, CPU spine %.4f s, streamed spine %.4f s, experts %.4f s (%.0f %% from "
-                "the VRAM tier), bus crossings %.4f s; all on the CPU %.4f s/token, the same VRAM uploading per call "
-                "%.4f s/token",
+                "the VRAM tier), bus crossings %.4f s, KDA states back %.4f s; all on the CPU %.4f s/token, the same "
+                "VRAM uploading per call %.4f s/token",
                 p.step_s, p.spine_gpu_s, p.spine_cpu_s, p.spine_stream_s, p.expert_s, 100 * p.tier_share, p.crossing_s,
-                p.all_cpu_s, p.upload_per_call_s);
+                p.state_s, p.all_cpu_s, p.upload_per_call_s);
   return s;
 }
 

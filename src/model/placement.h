@@ -40,7 +40,8 @@
 //
 // The projection adds the parts (the execution runs them one after another:
 // the GPU's spine, the CPU's spine, the experts, each boundary's activation
-// crossing), with the streamed pieces at the slower of the disk and the CPU.
+// crossing, the KDA states handed back), with the streamed pieces at the
+// slower of the disk and the CPU.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -76,6 +77,8 @@ struct PlacementRequest {
   uint64_t vram = 0;                     // --vram: bytes in use on the GPU at most
   uint64_t overhead = uint64_t(1) << 30; // the context and modules (measured at run time)
   uint64_t scratch = 0, state = 0;
+  uint64_t state_sync = 0;               // sequence state the GPU's recurrence hands back to the host a token
+                                         // (KDA states: the host's copy stays whole), bytes
   std::vector<PlacedPiece> pieces;       // use order (routers among them)
   int layers = 0;
   uint64_t expert_bytes = 0;             // one routed expert, every projection
@@ -88,7 +91,9 @@ struct PlacementRequest {
   bool upload_spill = false;             // --gpu-spill upload: pieces off the GPU uploaded per call
   bool split_spill = false;              // --gpu-spill split: RAM pieces off the GPU computed by the CPU and,
                                          // over the bus, the GPU at once (rows shared by their rates)
-  bool spill_by_rates = false;           // neither forced: upload when the bus and GPU beat the CPU's matvec
+  bool spill_by_rates = false;           // neither forced: the fastest projection of cpu, upload and split
+                                         // (split only where host_room holds split_pin_overhead(resident_spine))
+  uint64_t resident_spine = 0;           // the RAM-resident spine's bytes (what split pins)
   uint64_t host_room = UINT64_MAX;       // RAM free under --ram-budget before the model loads (a probe's buffer)
 };
 
@@ -109,11 +114,14 @@ struct Placement {
   double tier_share = 0;        // touched experts found in the tier (spread evenly: a floor)
   // Projection, seconds per decode step.
   double spine_gpu_s = 0, spine_cpu_s = 0, spine_stream_s = 0, expert_s = 0, crossing_s = 0, step_s = 0;
+  double state_s = 0;           // the state handed back: its DMA, then the host's copy out of pinned memory
   double all_cpu_s = 0;         // the same step with --device cpu
   double upload_per_call_s = 0; // the same VRAM with every piece off the GPU uploaded per call
 };
 
 Placement plan_placement(const PlacementRequest& r, const GpuRates& rates);
+// Host memory pinning `resident_spine` bytes costs beside them (the driver's page lists).
+uint64_t split_pin_overhead(uint64_t resident_spine);
 
 // "GPU: layers 0-11 of 61 (11.2 GB spine), tier 3.0 GB; CPU computes: layers
 // 12-60 and the head from RAM (98.1 GB); experts: VRAM tier, RAM cache, disk,

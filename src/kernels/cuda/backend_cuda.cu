@@ -18,6 +18,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/upload.h"
+#include "kernels/split_share.h"
 #include "kernels/dsa.h"
 #include "kernels/kda_parts.h"
 #include "kernels/ref.h"
@@ -116,6 +117,25 @@ struct StateCopies {
   std::vector<float> host;  // host scratch of the KDA and MLA calls, reused
 };
 
+// Activations through pinned host memory (kIoBytes, made with the entry):
+// a call's inputs go up by DMA from it and its outputs come back into it, to
+// be copied out after the call's one sync. A copy into pageable memory waits
+// for the stream each time: an expert group's 16 outputs were 16 waits, most
+// of its call (sitting H: ~0.9 ms a MoE layer). What does not fit (a long
+// prefill's rows) goes through pageable copies as before.
+constexpr size_t kIoBytes = size_t(16) << 20;  // a K3 KDA state (6.3 MB) and a decode step's activations
+constexpr size_t kIoSplitCopy = size_t(256) << 10;  // outputs this large are copied out by the kernel pool
+struct PinnedIo {
+  char* host = nullptr;
+  size_t used = 0;
+  struct Out {
+    float* to;
+    const char* from;
+    size_t n;
+  };
+  std::vector<Out> outs;  // copied out at the call's sync
+};
+
 struct State {
   std::mutex mu;
   const Backend* cpu = nullptr;
@@ -123,6 +143,7 @@ struct State {
   cudaStream_t stream = nullptr;
   std::unique_ptr<Uploader> up;
   Arena arena;
+  PinnedIo io;
   std::unordered_map<const void*, Mirror> mirrors;
   Tier tier;
   StateCopies states;
@@ -139,8 +160,8 @@ struct State {
   uint64_t pinned_bytes = 0;
   // --gpu-spill split: the probe calls' times and bytes, the share kept after them.
   struct Split {
-    int probes = 0;  // the one-row calls timed for the share
-    double gpu_s = 0, cpu_s = 0, gpu_bytes = 0, cpu_bytes = 0, share = 0;
+    std::vector<SplitTiming> probes;  // the one-row calls timed for the share
+    double share = 0;
     cudaEvent_t t0 = nullptr, t1 = nullptr;
     cudaEvent_t read[2] = {nullptr, nullptr};  // a block buffer's GEMV done (its next DMA may start)
     std::vector<float> rows;  // the CPU's rows of a several-row product
@@ -191,8 +212,12 @@ size_t budget_left(State& s) {
   return used >= size_t(s.limits.budget) ? 0 : size_t(s.limits.budget) - used;
 }
 
-// The arena's begin under the budget (the scratch is its own).
+// The arena's begin under the budget (the scratch is its own). Every call
+// begins here before its first activation goes up: the pinned I/O starts
+// empty too (what an aborted call left is dropped).
 bool arena_begin(State& s) {
+  s.io.used = 0;
+  s.io.outs.clear();
   if (s.arena.want <= s.arena.cap) return s.arena.begin();  // no allocation
   const bool ok = s.arena.begin(budget_left(s));
   if (ok) vram_used(s);
@@ -416,23 +441,69 @@ void permute_staged(State& s, WeightPiece& w) {
   s.stats.frag_permuted_bytes += w.bytes;
 }
 
+// `bytes` of the pinned I/O for this call, or nullptr when it is full.
+char* io_take(State& s, size_t bytes) {
+  const size_t at = (s.io.used + kAlign - 1) / kAlign * kAlign;
+  if (!s.io.host || at + bytes > kIoBytes) return nullptr;
+  s.io.used = at + bytes;
+  return s.io.host + at;
+}
 float* put_floats(State& s, const float* host, size_t n) {
   float* d = static_cast<float*>(s.arena.take(n * sizeof(float)));
-  if (n) check(cudaMemcpyAsync(d, host, n * sizeof(float), cudaMemcpyHostToDevice, s.stream), "h2d (activations)");
+  if (!n) return d;
+  const void* from = host;
+  if (char* pinned = io_take(s, n * sizeof(float))) from = std::memcpy(pinned, host, n * sizeof(float));
+  check(cudaMemcpyAsync(d, from, n * sizeof(float), cudaMemcpyHostToDevice, s.stream), "h2d (activations)");
   return d;
 }
+// Into `host` now: the host waits for the stream (a call that reads it before its end).
 void get_floats(State& s, float* host, const float* dev, size_t n) {
   if (n) check(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, s.stream), "d2h");
 }
+// Into `host` by the end of the call (finish): through the pinned I/O where it fits.
+void get_floats_at_finish(State& s, float* host, const float* dev, size_t n) {
+  if (!n) return;
+  char* pinned = io_take(s, n * sizeof(float));
+  if (!pinned) return get_floats(s, host, dev, n);
+  check(cudaMemcpyAsync(pinned, dev, n * sizeof(float), cudaMemcpyDeviceToHost, s.stream), "d2h");
+  s.io.outs.push_back({host, pinned, n});
+}
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 // Times one GPU product call, the lock held (where a step's time goes:
 // inside the entry's products, or in the CPU's ops and the engine).
+// `kind`: the s.stats.call_times field the call's time goes to as well.
 struct CallTimer {
   State& s;
+  double* kind;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  ~CallTimer() { s.stats.call_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  ~CallTimer() {
+    const double t = seconds_since(t0);
+    s.stats.call_seconds += t;
+    *kind += t;
+  }
 };
 void finish(State& s) {
+  const auto t0 = std::chrono::steady_clock::now();
   check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize");
+  s.stats.call_times.sync += seconds_since(t0);
+  for (const PinnedIo::Out& o : s.io.outs) {
+    if (o.n * sizeof(float) < kIoSplitCopy) {
+      std::memcpy(o.to, o.from, o.n * sizeof(float));
+      continue;
+    }
+    // A KDA state (6.3 MB a K3 layer): one thread's copy took ~0.6 ms of
+    // its ~0.75 ms call; the pool's threads share it.
+    const int64_t blocks = int64_t((o.n * sizeof(float) + kIoSplitCopy - 1) / kIoSplitCopy);
+    kernels::parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+      const size_t f0 = size_t(b0) * kIoSplitCopy / sizeof(float);
+      const size_t f1 = std::min(o.n, size_t(b1) * kIoSplitCopy / sizeof(float));
+      std::memcpy(o.to + f0, o.from + f0 * sizeof(float), (f1 - f0) * sizeof(float));
+    });
+  }
+  s.io.outs.clear();
+  s.io.used = 0;
   s.stats.gpu_calls++;
 }
 
@@ -453,22 +524,23 @@ void on_cpu(State& s, std::unique_lock<std::mutex>& lock, size_t weight_bytes, F
 // The GPU's share of the rows is VramLimits::gpu_share, or, when that is 0,
 // measured: the first kSplitProbe one-row calls (decode's matvecs) run at a
 // quarter, timing both sides (they run together, so each rate includes the
-// other's contention), and the share that would have them finish together is
+// other's contention), and the share that would have them finish together
+// (kernels/split_share.h: each side a fixed cost per call and a rate) is
 // kept for the process. Several-row calls (a prefill) are not timed: there the
 // CPU's product is slower per byte than its matvec, the GPU's is not, and a
 // share measured on them gave decode too many rows for the bus (sitting D)
 // (rounded to 1/32: a process's bits are its own; two processes may split at
 // different rows and agree within the GPU's contract, not bitwise).
 constexpr int kSplitProbe = 24;
+constexpr double kSplitProbeShare = 0.25;
 constexpr int kSplitAlign = 16;  // rows
 
 double split_share(State& s) {
   if (s.limits.gpu_share > 0) return std::min(s.limits.gpu_share, 0.95);
-  if (s.split.probes < kSplitProbe || s.split.gpu_s <= 0 || s.split.cpu_s <= 0) return 0.25;
-  if (s.split.share <= 0) {
-    const double g = s.split.gpu_bytes / s.split.gpu_s, c = s.split.cpu_bytes / s.split.cpu_s;
-    s.split.share = std::clamp(std::round(32.0 * g / (g + c)) / 32.0, 1.0 / 32, 0.75);
-  }
+  if (s.split.share > 0) return s.split.share;
+  if (int(s.split.probes.size()) < kSplitProbe) return kSplitProbeShare;
+  const double share = balanced_split_share(s.split.probes, kSplitProbeShare);
+  s.split.share = share > 0 ? std::clamp(std::round(32.0 * share) / 32.0, 1.0 / 32, 0.75) : kSplitProbeShare;
   return s.split.share;
 }
 
@@ -481,8 +553,11 @@ bool split_matmul_bf16(State& s, const Bf16Ref& W, const float* X, int n, float*
   const int r = int(std::floor(W.rows * split_share(s) / kSplitAlign)) * kSplitAlign;
   if (r <= 0 || r >= W.rows) return false;
   const size_t row_bytes = size_t(W.cols) * 2, io = (size_t(n) * W.cols + size_t(n) * r) * sizeof(float) + 4 * kAlign;
-  const size_t grow = s.arena.cap + budget_left(s);  // what the arena holds plus what --vram leaves
-  const size_t room = s.limits.scratch > 0 ? std::min(grow, size_t(s.limits.scratch)) : grow;
+  // What the arena may hold: what it has when the GPU's rows fit in that (no
+  // driver call), else that plus what --vram leaves (cudaMemGetInfo).
+  const auto capped = [&](size_t b) { return s.limits.scratch > 0 ? std::min(b, size_t(s.limits.scratch)) : b; };
+  size_t room = capped(s.arena.cap);
+  if (room < size_t(r) * row_bytes + io) room = capped(s.arena.cap + budget_left(s));
   if (room < io + 2 * kSplitAlign * row_bytes) return false;
   int block = r;
   if (size_t(r) * row_bytes + io > room)
@@ -497,10 +572,10 @@ bool split_matmul_bf16(State& s, const Bf16Ref& W, const float* X, int n, float*
     check(cudaEventCreate(&s.split.t1), "cudaEventCreate");
     for (cudaEvent_t& e : s.split.read) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   }
-  const CallTimer timer{s};
+  const CallTimer timer{s, &s.stats.call_times.split};
   check(cudaEventRecord(s.split.t0, s.stream), "cudaEventRecord");
   void* buf[2] = {s.arena.take(size_t(block) * row_bytes), buffers > 1 ? s.arena.take(size_t(block) * row_bytes) : nullptr};
-  const float* dx = put_floats(s, X, size_t(n) * W.cols);  // before the upload: a pageable copy waits for the stream
+  const float* dx = put_floats(s, X, size_t(n) * W.cols);  // before the upload: a pageable one waits for the stream
   float* dy = static_cast<float*>(s.arena.take(size_t(n) * r * sizeof(float)));
   for (int a = 0, k = 0; a < r; a += block, k++) {
     const int rows = std::min(block, r - a);
@@ -525,13 +600,20 @@ bool split_matmul_bf16(State& s, const Bf16Ref& W, const float* X, int n, float*
     tmp.resize(size_t(n) * rest);
     s.cpu->matmul_bf16(bottom, X, n, tmp.data());
   }
-  const double cpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
-  // The GPU's rows back after the CPU's (a copy into pageable memory waits for the stream).
-  for (int a = 0; a < r; a += block) {
-    const int rows = std::min(block, r - a);
-    check(cudaMemcpy2DAsync(Y + a, size_t(W.rows) * sizeof(float), dy + size_t(n) * a, size_t(rows) * sizeof(float),
-                            size_t(rows) * sizeof(float), size_t(n), cudaMemcpyDeviceToHost, s.stream),
-          "d2h (split rows)");
+  const double cpu_s = seconds_since(c0);
+  s.stats.call_times.split_cpu += cpu_s;
+  // The GPU's rows back: one row's through the pinned I/O (its blocks lie
+  // in order, [0, r) as in Y); several rows' after the CPU's (a copy into
+  // pageable memory waits for the stream).
+  if (n == 1) {
+    get_floats_at_finish(s, Y, dy, size_t(r));
+  } else {
+    for (int a = 0; a < r; a += block) {
+      const int rows = std::min(block, r - a);
+      check(cudaMemcpy2DAsync(Y + a, size_t(W.rows) * sizeof(float), dy + size_t(n) * a, size_t(rows) * sizeof(float),
+                              size_t(rows) * sizeof(float), size_t(n), cudaMemcpyDeviceToHost, s.stream),
+            "d2h (split rows)");
+    }
   }
   finish(s);
   if (n > 1)
@@ -539,11 +621,9 @@ bool split_matmul_bf16(State& s, const Bf16Ref& W, const float* X, int n, float*
       std::memcpy(Y + size_t(t) * W.rows + r, tmp.data() + size_t(t) * rest, size_t(rest) * sizeof(float));
   float gpu_ms = 0;
   check(cudaEventElapsedTime(&gpu_ms, s.split.t0, s.split.t1), "cudaEventElapsedTime");
-  if (n == 1 && s.split.probes < kSplitProbe) {
-    s.split.probes++;
-    s.split.gpu_s += gpu_ms * 1e-3, s.split.cpu_s += cpu_s;
-    s.split.gpu_bytes += double(size_t(r) * row_bytes), s.split.cpu_bytes += double(size_t(rest) * row_bytes);
-  }
+  s.stats.call_times.split_gpu += gpu_ms * 1e-3;
+  if (n == 1 && s.split.share <= 0 && s.limits.gpu_share <= 0 && int(s.split.probes.size()) < kSplitProbe)
+    s.split.probes.push_back({double(W.rows) * double(row_bytes), gpu_ms * 1e-3, cpu_s});
   s.stats.split_calls++;
   s.stats.cpu_spill_bytes += uint64_t(rest) * row_bytes;
   return true;
@@ -561,7 +641,7 @@ void gpu_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
     if (s.limits.split_spill && is_pinned(s, w.host, w.bytes) && split_matmul_bf16(s, W, X, n, Y)) return;
     return cpu();
   }
-  const CallTimer timer{s};
+  const CallTimer timer{s, &s.stats.call_times.bf16};
   s.arena.plan(size_t(n) * W.cols * sizeof(float));
   s.arena.plan(size_t(n) * W.rows * sizeof(float));
   if (!arena_begin(s)) return cpu();
@@ -571,7 +651,7 @@ void gpu_matmul_bf16(const Bf16Ref& W, const float* X, int n, float* Y) {
   const float* dx = put_floats(s, X, size_t(n) * W.cols);
   float* dy = static_cast<float*>(s.arena.take(size_t(n) * W.rows * sizeof(float)));
   matmul_bf16(dw, W.rows, W.cols, dx, n, dy, s.stream);
-  get_floats(s, Y, dy, size_t(n) * W.rows);
+  get_floats_at_finish(s, Y, dy, size_t(n) * W.rows);
   finish(s);
 }
 void gpu_matvec_bf16(const Bf16Ref& W, const float* x, float* y) { gpu_matmul_bf16(W, x, 1, y); }
@@ -597,7 +677,7 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
   // no expert (a streamed piece): the CPU where they lie.
   const bool expert = W0.owner == 0 && W0.content != 0;
   if ((expert && s.limits.cpu_experts) || (s.limits.cpu_spill && W0.owner == 0 && !expert)) return cpu();
-  const CallTimer timer{s};
+  const CallTimer timer{s, &s.stats.call_times.mxfp4};
   // Fragment order (cuda.h) at the widths its kernel takes: every copy of
   // these matrices on the device (mirror, tier slot, arena) is permuted. The
   // layout follows from the shape (s.frag is fixed when the entry is made),
@@ -675,7 +755,7 @@ void gpu_grouped_mxfp4(const Mxfp4Task* tasks, int ntasks) {
     grouped_mxfp4(dev.data(), ntasks, rows, cols, s.stream);
   }
   for (int i = 0; i < ntasks; i++)
-    if (tasks[i].n > 0 && rows > 0) get_floats(s, tasks[i].Y, dev[size_t(i)].Y, size_t(tasks[i].n) * rows);
+    if (tasks[i].n > 0 && rows > 0) get_floats_at_finish(s, tasks[i].Y, dev[size_t(i)].Y, size_t(tasks[i].n) * rows);
   finish(s);
   tier_end_call(s.tier);
 }
@@ -771,7 +851,7 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
   s.arena.plan((5 * TC + size_t(T) * NH + 2 * nS) * sizeof(float));
   if (!arena_begin(s))
     return on_cpu(s, lock, 0, [&] { s.cpu->kda_chunk(d, w, S_from, S, conv, T, in, out, stamp); });
-  const CallTimer timer{s};
+  const CallTimer timer{s, &s.stats.call_times.kda};
 
   // Host: every position's prepared rows (conv advances here).
   std::vector<float>& h = s.states.host;
@@ -810,8 +890,8 @@ void gpu_kda_chunk(const KdaDims& d, const KdaParams& w, const float* S_from, fl
   const float* dq = put_floats(s, qc, 4 * TC + size_t(T) * NH);
   float* dout = out ? static_cast<float*>(s.arena.take(TC * sizeof(float))) : nullptr;
   kda_recur(NH, D, T, dF, dS, dq, dq + TC, dq + 2 * TC, dq + 3 * TC, dq + 4 * TC, dout, s.stream);
-  get_floats(s, S, dS, nS);
-  if (out) get_floats(s, out, dout, TC);
+  get_floats_at_finish(s, S, dS, nS);
+  if (out) get_floats_at_finish(s, out, dout, TC);
   finish(s);
   s.stats.kda_calls++;
   if (out)
@@ -865,7 +945,7 @@ void gpu_mla_attend_over(const MlaDims& d, const Bf16Ref& kv_b, const float* cac
   for (size_t n : {need, rows * QH, rows * KVW, rows * ld, rows * KVL, rows * VD, kv_bytes / sizeof(float) + 1, sel_ints})
     s.arena.plan(n * sizeof(float));
   if (!arena_begin(s)) return cpu();
-  const CallTimer timer{s};
+  const CallTimer timer{s, &s.stats.call_times.mla};
   const size_t cap = std::max<size_t>(2 * size_t(base + T), 64) * KVW;  // a new copy's room: twice the rows
   // The cache's VRAM copy: rows 0..base-1 found by the stamp, the new rows
   // uploaded; else a new copy (room for twice the rows) uploaded whole, or
@@ -963,7 +1043,7 @@ void gpu_dsa_select(const DsaDims& d, const float* qi, const float* w, const flo
     s.arena.plan(n * sizeof(float));
   if (!arena_begin(s))
     return on_cpu(s, lock, 0, [&] { s.cpu->dsa_select(d, qi, w, keys, base, T, sel, nsel); });
-  const CallTimer timer{s};
+  const CallTimer timer{s, &s.stats.call_times.dsa};
   const float* dkeys = put_floats(s, keys, ld * d.dim);
   float* dq = static_cast<float*>(s.arena.take(size_t(group) * QW * sizeof(float)));
   float* dw = static_cast<float*>(s.arena.take(size_t(group) * d.heads * sizeof(float)));
@@ -1169,6 +1249,10 @@ const Backend* backend_entry(const Backend& cpu, std::string* why) {
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     s.stream = stream;
     s.up = std::make_unique<Uploader>(size_t(8) << 20, 3);
+    void* io = nullptr;  // held from here on, touched now: the memory plan's baseline counts it
+    check(cudaHostAlloc(&io, kIoBytes, cudaHostAllocDefault), "cudaHostAlloc (activations)");
+    std::memset(io, 0, kIoBytes);
+    s.io.host = static_cast<char*>(io);
     s.device = device_name();
     warm_up(stream);
   } catch (const std::exception& e) {

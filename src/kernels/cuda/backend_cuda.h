@@ -64,6 +64,7 @@ const Backend* backend_entry(const Backend& cpu, std::string* why);
 struct EntryStats {
   uint64_t gpu_calls = 0;       // calls run on the GPU (products, KDA, MLA)
   double call_seconds = 0;      // host wall time inside those calls (uploads, kernels, copies, waits)
+  GpuCallTimes call_times;      // the same by kind of call, and their waits (kernels/device.h)
   uint64_t resident_weights = 0, resident_bytes = 0;  // VRAM mirrors now held
   uint64_t resident_bytes_peak = 0;                   // the most held at once (a closed model releases its own)
   uint64_t uploaded_bytes = 0;  // weight bytes copied per call (transient, or no VRAM left)
@@ -132,8 +133,9 @@ struct Ceilings {
 Ceilings measure_ceilings();
 
 // BusRates (kernels/device.h), measured now (bus_rates.cu) with the CPU
-// entry `cpu` for the host's side; its own stream, uploader and buffers.
-BusRates measure_bus_rates(const Backend& cpu, size_t vram_room);
+// entry `cpu` for the host's side over `cpu_bytes` of matrices (64 MiB at
+// least); its own stream, uploader and buffers.
+BusRates measure_bus_rates(const Backend& cpu, size_t vram_room, size_t cpu_bytes);
 
 // "NVIDIA H200 (...); GPU: <ops>; CPU (<cpu entry>): <ops>" — one line.
 std::string describe();

@@ -6,10 +6,10 @@
 // saves more than one of spine, whether a matrix off the GPU goes up per call
 // or stays on the CPU), and the plan on a machine with a GPU projects with them.
 //
-// One host buffer of kHost bytes: its first kCpuBytes are the CPU's matrices,
-// the rest the DMA's source, so the two read different RAM at once as a split
-// does (the spine's CPU rows and its GPU rows). Each half exceeds the last-level
-// caches of the machines here; a step's reads come from RAM too.
+// One host buffer: its first cpu_bytes (cpu_set) are the CPU's matrices (the caller's
+// working set beyond the last-level caches: kernels/rate_probe.h), the rest
+// the DMA's source, so the two read different RAM at once as a split does
+// (the spine's CPU rows and its GPU rows), and from RAM, as a step reads.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -28,8 +28,7 @@ using namespace detail;
 namespace {
 
 constexpr size_t kMiB = size_t(1) << 20;
-constexpr size_t kCpuBytes = 256 * kMiB, kDmaBytes = 128 * kMiB, kHost = kCpuBytes + kDmaBytes;
-static_assert(kHost == kBusRatesHostBytes, "kernels/device.h says how much host memory the probe takes");
+constexpr size_t kDmaBytes = 128 * kMiB;
 constexpr size_t kDev = 128 * kMiB;         // the DMA's destination, and the GEMV's matrices
 constexpr size_t kDevIo = 1 * kMiB;         // x and y beside them
 constexpr int kRows = 2048, kCols = 8192;   // one matrix: 32 MiB of bf16 (K3's widths are 7168 and up)
@@ -39,24 +38,25 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The CPU entry's matvec over matrix i (cycling) of the CPU's part of the buffer.
-void cpu_matvec(const Backend& cpu, const uint16_t* host, int i, const float* x, float* y) {
-  const int count = int(kCpuBytes / kMatrix);
+// The CPU entry's matvec over matrix i (cycling) of the CPU's `count` matrices.
+void cpu_matvec(const Backend& cpu, const uint16_t* host, int count, int i, const float* x, float* y) {
   const Bf16Ref W{host + size_t(i % count) * kMatrix / 2, kRows, kCols, 0};
   cpu.matmul_bf16(W, x, 1, y);
 }
 
 }  // namespace
 
-BusRates measure_bus_rates(const Backend& cpu, size_t vram_room) {
+BusRates measure_bus_rates(const Backend& cpu, size_t vram_room, size_t cpu_bytes) {
   BusRates r;
   if (vram_room < kDev + kDevIo + 32 * kMiB) return r;  // the probe's VRAM, and a margin for the driver
+  const int cpu_mats = int(std::max<size_t>(cpu_bytes / kMatrix, 2));
+  const size_t cpu_set = size_t(cpu_mats) * kMatrix, host_bytes = cpu_set + kDmaBytes;
   char* dev = nullptr;
   if (cudaMalloc(&dev, kDev + kDevIo) != cudaSuccess) {
     cudaGetLastError();
     return r;
   }
-  auto* host = static_cast<uint16_t*>(std::aligned_alloc(4096, kHost));
+  auto* host = static_cast<uint16_t*>(std::aligned_alloc(4096, host_bytes));
   if (!host) {
     cudaFree(dev);
     return r;
@@ -72,7 +72,7 @@ BusRates measure_bus_rates(const Backend& cpu, size_t vram_room) {
       std::free(host);
     }
   } release{dev, host};
-  std::fill(host, host + kHost / 2, uint16_t(0x3f80));  // bf16 1.0: finite products
+  std::fill(host, host + host_bytes / 2, uint16_t(0x3f80));  // bf16 1.0: finite products
   check(cudaMemset(dev, 0, kDev + kDevIo), "cudaMemset");
   std::vector<float> x(kCols, 0.5f), y(kRows);
   Uploader up;
@@ -83,7 +83,7 @@ BusRates measure_bus_rates(const Backend& cpu, size_t vram_room) {
     cudaStream_t s;
     ~StreamGone() { cudaStreamDestroy(s); }
   } stream_gone{stream};
-  const char* dma_src = reinterpret_cast<const char*>(host) + kCpuBytes;
+  const char* dma_src = reinterpret_cast<const char*>(host) + cpu_set;
 
   // From pageable RAM through the staging (an upload per call of a spine matrix).
   r.staged_gbs = double(kDmaBytes) / best_gpu_seconds(upload_stream, 2, [&] { up.copy(dev, dma_src, kDmaBytes, false); }) / 1e9;
@@ -111,16 +111,22 @@ BusRates measure_bus_rates(const Backend& cpu, size_t vram_room) {
     std::nth_element(t.begin(), t.begin() + long(t.size() / 2), t.end());
     r.call_s = t[t.size() / 2];
   }
-  // The CPU's matvec alone: two passes over its 256 MiB (the first warms the pool).
-  const int cpu_mats = int(kCpuBytes / kMatrix);
-  for (int i = 0; i < cpu_mats; i++) cpu_matvec(cpu, host, i, x.data(), y.data());
+  // The CPU's matvec alone: a pass over its matrices warms the pool, then
+  // the median of three passes (a shared machine's neighbours come and go).
+  const auto matvec = [&](int i) { cpu_matvec(cpu, host, cpu_mats, i, x.data(), y.data()); };
+  for (int i = 0; i < cpu_mats; i++) matvec(i);
   {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 2 * cpu_mats; i++) cpu_matvec(cpu, host, i, x.data(), y.data());
-    r.cpu_gbs = 2.0 * double(kCpuBytes) / seconds_since(t0) / 1e9;
+    std::vector<double> pass;
+    for (int p = 0; p < 3; p++) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < cpu_mats; i++) matvec(i);
+      pass.push_back(seconds_since(t0));
+    }
+    std::sort(pass.begin(), pass.end());
+    r.cpu_gbs = double(cpu_set) / pass[1] / 1e9;
   }
   // Pinned: the DMA alone, then the two at once.
-  if (cudaHostRegister(host, kHost, cudaHostRegisterDefault) != cudaSuccess) {
+  if (cudaHostRegister(host, host_bytes, cudaHostRegisterDefault) != cudaSuccess) {
     cudaGetLastError();  // not pinned here: the split's rates stay unmeasured
     r.measured = true;
     return r;
@@ -136,7 +142,7 @@ BusRates measure_bus_rates(const Backend& cpu, size_t vram_room) {
     check(cudaEventRecord(e.b, upload_stream), "cudaEventRecord");
     const auto t0 = std::chrono::steady_clock::now();
     int done = 0;
-    while (cudaEventQuery(e.b) == cudaErrorNotReady) cpu_matvec(cpu, host, done++, x.data(), y.data());
+    while (cudaEventQuery(e.b) == cudaErrorNotReady) matvec(done++);
     const double cpu_s = seconds_since(t0);
     check(cudaEventSynchronize(e.b), "cudaEventSynchronize");
     r.dma_beside_cpu_gbs = double(copies) * double(kDmaBytes) / e.seconds() / 1e9;

@@ -49,9 +49,8 @@ void Uploader::copy(void* dst, const void* src, size_t n, bool src_pinned) {
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
   const cudaStream_t st = as_stream(stream_);
-  if (src_pinned) {
-    for (size_t off = 0; off < n; off += chunk_)
-      check(cudaMemcpyAsync(d + off, s + off, std::min(chunk_, n - off), cudaMemcpyHostToDevice, st), "h2d");
+  if (src_pinned) {  // one DMA: issuing a call per chunk only delays the caller (a split's CPU rows wait for it)
+    if (n) check(cudaMemcpyAsync(d, s, n, cudaMemcpyHostToDevice, st), "h2d");
     return;
   }
   for (size_t off = 0; off < n; off += chunk_) {

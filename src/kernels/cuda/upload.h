@@ -3,9 +3,9 @@
 // the expert stream: experts in host RAM, computed on the GPU).
 //
 // Two kinds of source:
-// - pinned (cudaHostAlloc / cudaHostRegister): each chunk is one
-//   cudaMemcpyAsync straight from the source; the call returns at once and
-//   the source must stay unchanged until the copies are done (sync()).
+// - pinned (cudaHostAlloc / cudaHostRegister): one cudaMemcpyAsync straight
+//   from the source; the call returns at once and the source must stay
+//   unchanged until the copy is done (sync()).
 // - pageable (any other host memory, e.g. a streaming-ring slot): each chunk
 //   is first memcpy'd into one of `slots` pinned staging buffers, then
 //   copied; the CPU copy of chunk i+1 overlaps the DMA of chunk i. The call
