@@ -86,6 +86,8 @@ struct ModelConfig {
   bool is_dsa_layer(int l) const { return dsa && dsa_layer[size_t(l)]; }
   int dsa_layer_count() const;
   int kda_dim() const { return kda_num_heads * kda_head_dim; }
+  // One KDA layer's recurrent state S: a head_dim x head_dim matrix a head.
+  uint64_t kda_state_floats() const { return uint64_t(kda_num_heads) * kda_head_dim * kda_head_dim; }
   int mla_q_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   int shared_intermediate() const { return num_shared_experts * moe_intermediate_size; }
   // Bytes one position adds to a sequence's state: every MLA layer's latent

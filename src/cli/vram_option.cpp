@@ -72,13 +72,17 @@ void apply_vram_options(const VramArgs& a, bool quiet, bool expert_tier_given, M
     // Measured now, so that the run decides as `sluice plan` does (else its
     // rules: experts the tier misses on the GPU unless --cpu-moe, the CPU
     // computes what the GPU does not hold).
-    BusRates bus;
-    const uint64_t margin = uint64_t(64) << 20;  // the process's own growth meanwhile
-    if (r.host_room >= kBusRatesMinHostBytes + margin) try {
-      bus = measure_bus_rates(*backend, r.vram > now.used ? r.vram - now.used : 0, r.host_room - margin);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "sluice: note: the GPU's rates were not measured (%s): the placement follows its rules\n", e.what());
-    }
+    const BusRates bus = [&] {
+      const uint64_t margin = uint64_t(64) << 20;  // the process's own growth meanwhile
+      try {
+        return measure_bus_rates(*backend, r.vram > now.used ? r.vram - now.used : 0,
+                                 r.host_room > margin ? r.host_room - margin : 0);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "sluice: note: the GPU's rates were not measured (%s): the placement follows its rules\n",
+                     e.what());
+        return BusRates{};
+      }
+    }();
     const GpuRates rates = gpu_rates_of(bus);
     const Placement p = plan_placement(r, rates);
     VramLimits l;

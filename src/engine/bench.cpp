@@ -229,8 +229,9 @@ StepRecord decode_step(Model& m, const ModelIo& mio, Session& s, int* next) {
   const DeviceReport db = device_report(*m.backend(), false);
   st.h2d = db.uploaded_bytes - da.uploaded_bytes, st.hbm = db.weight_bytes - da.weight_bytes;
   st.tier_hits = db.tier_hits - da.tier_hits, st.tier_misses = db.tier_misses - da.tier_misses;
-  st.gpu_calls = db.gpu_calls - da.gpu_calls, st.gpu_call_s = db.call_seconds - da.call_seconds;
+  st.gpu_calls = db.gpu_calls - da.gpu_calls;
   st.gpu_times = db.call_times.minus(da.call_times);
+  st.gpu_call_s = st.gpu_times.calls();
   const ExpertStats b = mio.experts->stats();
   const SpanStreamStats sb = mio.spine->stream_stats();
   st.spine = mio.spine->streamed_bytes_per_pass(true);

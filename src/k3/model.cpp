@@ -110,7 +110,7 @@ MemoryPlan plan_memory(const Checkpoint& ck, const Spine& spine, const ModelOpti
   uint64_t kda = 0, mla_per_pos = c.cache_bytes_per_position();
   for (int l = 0; l < c.num_hidden_layers; l++)
     if (c.is_kda_layer(l))
-      kda += (uint64_t(c.kda_num_heads) * c.kda_head_dim * c.kda_head_dim +
+      kda += (c.kda_state_floats() +
               3ull * uint64_t(std::max(c.kda_conv_kernel - 1, 0)) * c.kda_dim()) * sizeof(float);
   const uint64_t copies = 1 + uint64_t(std::max(opt.saved_states, 0));
   kda *= copies;

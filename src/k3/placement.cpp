@@ -41,7 +41,7 @@ PlacementRequest placement_request(const Checkpoint& ck, const Spine& spine, con
   for (const PlacedPiece& q : r.pieces) r.resident_spine += q.in_ram ? q.bytes : 0;
   r.state = p.state_reserve;
   for (int l = 0; l < c.num_hidden_layers; l++)
-    if (c.is_kda_layer(l)) r.state_sync += uint64_t(c.kda_num_heads) * c.kda_head_dim * c.kda_head_dim * sizeof(float);
+    if (c.is_kda_layer(l)) r.state_sync += c.kda_state_floats() * sizeof(float);
   if (p.budget > 0) {
     const uint64_t held = p.baseline + p.working + p.fixed;
     r.host_room = p.budget > held ? p.budget - held : 0;

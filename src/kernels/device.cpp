@@ -70,7 +70,6 @@ DeviceReport device_report([[maybe_unused]] const Backend& b, [[maybe_unused]] b
   r.weight_bytes = s.weight_bytes;
   r.tier_hits = s.tier_hits, r.tier_misses = s.tier_misses, r.tier_evictions = s.tier_evictions;
   r.tier_bytes = s.tier_bytes, r.pinned_host_bytes = s.pinned_host_bytes;
-  r.call_seconds = s.call_seconds;
   r.call_times = s.call_times;
   r.kda_calls = s.kda_calls, r.kda_state_hits = s.kda_state_hits;
   r.kda_state_uploaded_bytes = s.kda_state_uploaded_bytes, r.mla_calls = s.mla_calls;

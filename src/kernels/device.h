@@ -24,14 +24,15 @@ const Backend& device_backend(const std::string& device);
 // One line: the entry's name and, for CUDA, the GPU and which ops run where.
 std::string describe_backend(const Backend& b);
 
-// Host seconds inside the GPU entry's calls, by kind (cumulative; their sum
-// is DeviceReport::call_seconds), with the parts that say where a call's time
+// Host seconds inside the GPU entry's calls, by kind (cumulative; calls()
+// is their sum), with the parts that say where a call's time
 // goes: its final wait for the stream, and for --gpu-spill split the CPU's
 // rows (host clock) and the GPU's part (its events: the DMA and the GEMVs).
 struct GpuCallTimes {
   double bf16 = 0, mxfp4 = 0, kda = 0, mla = 0, dsa = 0, split = 0;  // calls of each kind, whole
   double sync = 0;                    // of all of them: waiting in the final stream sync
   double split_cpu = 0, split_gpu = 0;  // of the split calls: the CPU's rows; the GPU's part (events)
+  double calls() const { return bf16 + mxfp4 + kda + mla + dsa + split; }  // every call, whole
   GpuCallTimes minus(const GpuCallTimes& o) const {
     return {bf16 - o.bf16, mxfp4 - o.mxfp4, kda - o.kda,     mla - o.mla,
             dsa - o.dsa,   split - o.split, sync - o.sync, split_cpu - o.split_cpu, split_gpu - o.split_gpu};
@@ -53,8 +54,7 @@ struct DeviceReport {
   // The KDA recurrence and MLA attention on the GPU (cumulative; state bytes: held now).
   uint64_t kda_calls = 0, kda_state_hits = 0, kda_state_uploaded_bytes = 0, mla_calls = 0, mla_cache_hits = 0,
            mla_cache_uploaded_bytes = 0, state_bytes = 0, dsa_calls = 0;
-  double call_seconds = 0;  // cumulative host time inside the GPU's product calls
-  GpuCallTimes call_times;  // the same by kind, and their parts
+  GpuCallTimes call_times;  // cumulative host time inside the GPU's calls, by kind, and their parts
   uint64_t vram_total = 0, vram_used = 0, vram_peak = 0;  // on the card: total, in use now, at most (total - free)
   uint64_t cpu_spill_calls = 0, cpu_spill_bytes = 0;     // products the CPU ran on weights the GPU does not hold
   uint64_t split_calls = 0;  // products split between the GPU and the CPU (--gpu-spill split; their CPU bytes in cpu_spill_bytes)

@@ -63,8 +63,7 @@ const Backend* backend_entry(const Backend& cpu, std::string* why);
 // What the entry has done so far (for --stats and the benchmark).
 struct EntryStats {
   uint64_t gpu_calls = 0;       // calls run on the GPU (products, KDA, MLA)
-  double call_seconds = 0;      // host wall time inside those calls (uploads, kernels, copies, waits)
-  GpuCallTimes call_times;      // the same by kind of call, and their waits (kernels/device.h)
+  GpuCallTimes call_times;      // host wall time inside those calls (uploads, kernels, copies, waits), by kind
   uint64_t resident_weights = 0, resident_bytes = 0;  // VRAM mirrors now held
   uint64_t resident_bytes_peak = 0;                   // the most held at once (a closed model releases its own)
   uint64_t uploaded_bytes = 0;  // weight bytes copied per call (transient, or no VRAM left)

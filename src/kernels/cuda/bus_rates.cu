@@ -34,10 +34,6 @@ constexpr size_t kDevIo = 1 * kMiB;         // x and y beside them
 constexpr int kRows = 2048, kCols = 8192;   // one matrix: 32 MiB of bf16 (K3's widths are 7168 and up)
 constexpr size_t kMatrix = size_t(kRows) * kCols * 2;
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // The CPU entry's matvec over matrix i (cycling) of the CPU's `count` matrices.
 void cpu_matvec(const Backend& cpu, const uint16_t* host, int count, int i, const float* x, float* y) {
   const Bf16Ref W{host + size_t(i % count) * kMatrix / 2, kRows, kCols, 0};
